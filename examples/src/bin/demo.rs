@@ -1,0 +1,2 @@
+//! The demo (placeholder while the runtime lands).
+fn main() {}

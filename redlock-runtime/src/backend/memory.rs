@@ -1,0 +1,133 @@
+//! Locks in process memory, with the same semantics as on Redis.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{AcquireReply, Keys};
+
+#[derive(Debug)]
+struct Lease {
+    token: String,
+    expires: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    leases: HashMap<String, Lease>,
+    fences: HashMap<String, u64>,
+    /// Acquisitions since expired leases were last swept.
+    since_sweep: usize,
+}
+
+/// Locks kept in a map in this process: ttl, fencing and token checks work as
+/// on Redis, but nothing is shared with other processes.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryBackend {
+    state: Mutex<State>,
+}
+
+impl MemoryBackend {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn acquire(&self, keys: &Keys, token: &str, ttl: Duration) -> AcquireReply {
+        let now = Instant::now();
+        let mut state = self.state();
+        state.since_sweep += 1;
+        if state.since_sweep >= 1024 {
+            // Expired leases of keys nobody asks for again would pile up.
+            state.leases.retain(|_, lease| lease.expires > now);
+            state.since_sweep = 0;
+        }
+        if let Some(lease) = state.leases.get_mut(&keys.lock)
+            && lease.expires > now
+        {
+            if lease.token != token {
+                return AcquireReply::Busy {
+                    pttl: Some(lease.expires - now),
+                };
+            }
+            lease.expires = now + ttl;
+            let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
+            return AcquireReply::Acquired { fence };
+        }
+        let fence = state.fences.entry(keys.fence.clone()).or_insert(0);
+        *fence += 1;
+        let fence = *fence;
+        state.leases.insert(
+            keys.lock.clone(),
+            Lease {
+                token: token.to_owned(),
+                expires: now + ttl,
+            },
+        );
+        AcquireReply::Acquired { fence }
+    }
+
+    pub(crate) fn extend(&self, keys: &Keys, token: &str, ttl: Duration) -> bool {
+        let now = Instant::now();
+        match self.state().leases.get_mut(&keys.lock) {
+            Some(lease) if lease.token == token && lease.expires > now => {
+                lease.expires = now + ttl;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn release(&self, keys: &Keys, token: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.state();
+        match state.leases.get(&keys.lock) {
+            Some(lease) if lease.token == token => {
+                let live = lease.expires > now;
+                state.leases.remove(&keys.lock);
+                live
+            }
+            _ => false,
+        }
+    }
+
+    /// Deletes a lock whoever holds it (for tests of lost-lock handling).
+    #[cfg(test)]
+    pub(crate) fn force_delete(&self, lock_key: &str) {
+        self.state().leases.remove(lock_key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::LostReason;
+    use crate::backend::Backend;
+
+    #[tokio::test(start_paused = true)]
+    async fn deleting_the_key_makes_lost_fire_at_the_next_renewal() {
+        let client = crate::LockClient::in_memory();
+        let guard = client
+            .lock("k")
+            .ttl(Duration::from_secs(3))
+            .acquire()
+            .await
+            .expect("acquire");
+        let Backend::Memory(memory) = client.backend() else {
+            panic!("in-memory client has a memory backend");
+        };
+        memory.force_delete("lock:{k}");
+        let started = tokio::time::Instant::now();
+        let reason = guard.lost().await;
+        assert_eq!(reason, LostReason::TokenGone);
+        assert!(
+            started.elapsed() <= Duration::from_secs(1),
+            "at the next renewal (ttl/3)"
+        );
+        assert!(!guard.is_held());
+        let err = guard.release().await.expect_err("release of a lost lock");
+        assert!(err.is_lost(), "{err}");
+    }
+}

@@ -1,0 +1,140 @@
+//! Where locks live: one Redis server (through a bb8 pool) or process memory.
+
+use std::time::Duration;
+
+pub(crate) mod memory;
+pub(crate) mod redis;
+
+/// The Redis keys of one lock: the lease and its fencing counter, sharing a
+/// `{hash tag}` so Redis Cluster puts them in one slot.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    /// The key as the user gave it (for errors and logs).
+    pub(crate) user: String,
+    /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
+    pub(crate) lock: String,
+    /// `prefix{user}:fence`: the fencing counter; it never expires, so tokens
+    /// keep increasing across lock lifetimes.
+    pub(crate) fence: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, user: String) -> Self {
+        let lock = format!("{prefix}{{{user}}}");
+        let fence = format!("{lock}:fence");
+        Self { user, lock, fence }
+    }
+}
+
+/// The answer to one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// The lock is ours, with this fencing token.
+    Acquired { fence: u64 },
+    /// Another owner holds it; `pttl` is what is left of its lease, when known.
+    Busy { pttl: Option<Duration> },
+}
+
+/// A failed backend call, before the client adds the key and operation.
+#[derive(Debug)]
+pub(crate) enum OpError {
+    /// Redis answered with an error, or the connection failed.
+    Redis(::redis::RedisError),
+    /// The pool gave no connection in time.
+    Pool {
+        timeout: Duration,
+        last_error: Option<String>,
+    },
+    /// The whole call ran over its time limit.
+    Timeout(Duration),
+}
+
+impl OpError {
+    /// True when the command may have reached Redis and been applied even
+    /// though no answer came back.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Redis(e) => crate::error::is_transient_redis(e),
+            Self::Timeout(_) => true,
+            Self::Pool { .. } => false,
+        }
+    }
+
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Self::Redis(e) => crate::error::is_transient_redis(e),
+            Self::Timeout(_) | Self::Pool { .. } => true,
+        }
+    }
+}
+
+/// A lock store.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    Redis(redis::RedisBackend),
+    Memory(memory::MemoryBackend),
+}
+
+impl Backend {
+    /// One acquire attempt: take the lock if free (or if it already holds
+    /// `token`, from an earlier attempt whose answer was lost).
+    pub(crate) async fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        match self {
+            Self::Redis(b) => b.acquire(keys, token, ttl, limit).await,
+            Self::Memory(b) => Ok(b.acquire(keys, token, ttl)),
+        }
+    }
+
+    /// Resets the lease to `ttl` if `token` still holds the lock.
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        match self {
+            Self::Redis(b) => b.extend(keys, token, ttl, limit).await,
+            Self::Memory(b) => Ok(b.extend(keys, token, ttl)),
+        }
+    }
+
+    /// Deletes the lock if `token` still holds it.
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        match self {
+            Self::Redis(b) => b.release(keys, token, limit).await,
+            Self::Memory(b) => Ok(b.release(keys, token)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_a_hash_tag() {
+        let k = Keys::new("lock:", "order:42".into());
+        assert_eq!(k.lock, "lock:{order:42}");
+        assert_eq!(k.fence, "lock:{order:42}:fence");
+    }
+
+    #[test]
+    fn a_lock_key_never_equals_another_keys_fence() {
+        // `P{K}` ends in '}', `P{K}:fence` ends in 'e'.
+        let a = Keys::new("lock:", "x}:fence".into());
+        let b = Keys::new("lock:", "x".into());
+        assert_ne!(a.lock, b.fence);
+    }
+}

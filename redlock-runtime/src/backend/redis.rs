@@ -1,0 +1,226 @@
+//! One Redis server behind a bb8 pool.
+//!
+//! Connections from `bb8-redis` are multiplexed: one connection carries many
+//! commands at once. The backend therefore checks a few connections out of
+//! the pool and keeps them ("slots"), spreading commands over them round
+//! robin, instead of checking a connection out per command (which would cost
+//! a PING per command and cap concurrency at the pool size). A slot whose
+//! connection fails is emptied; the next command takes a fresh connection
+//! from the pool, whose check-out test replaces dead ones.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bb8::{ErrorSink, Pool, PooledConnection, RunError};
+use bb8_redis::RedisConnectionManager;
+use redis::aio::MultiplexedConnection;
+
+use super::{AcquireReply, Keys, OpError};
+use crate::scripts;
+use crate::util::millis_ceil;
+
+type Slot = Mutex<Option<PooledConnection<'static, RedisConnectionManager>>>;
+
+pub(crate) struct RedisBackend {
+    pool: Pool<RedisConnectionManager>,
+    slots: Box<[Slot]>,
+    next: AtomicUsize,
+    last_error: LastError,
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("pool", &self.pool.state())
+            .field("slots", &self.slots.len())
+            .finish()
+    }
+}
+
+/// Remembers the pool's last connection error, which bb8 otherwise hides
+/// behind a bare "timed out".
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastError(Arc<Mutex<Option<String>>>);
+
+impl LastError {
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ErrorSink<redis::RedisError> for LastError {
+    fn sink(&self, error: redis::RedisError) {
+        tracing::debug!(target: "redlock", %error, "Redis connection attempt failed");
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+    }
+
+    fn boxed_clone(&self) -> Box<dyn ErrorSink<redis::RedisError>> {
+        Box::new(self.clone())
+    }
+}
+
+impl RedisBackend {
+    /// `slots` connections are kept checked out of `pool` and shared.
+    pub(crate) fn new(
+        pool: Pool<RedisConnectionManager>,
+        slots: usize,
+        last_error: LastError,
+    ) -> Self {
+        let slots = (0..slots.max(1)).map(|_| Mutex::new(None)).collect();
+        Self {
+            pool,
+            slots,
+            next: AtomicUsize::new(0),
+            last_error,
+        }
+    }
+
+    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
+        &self.pool
+    }
+
+    /// A connection for one command: a clone of slot `i`'s multiplexed
+    /// connection, filling the slot from the pool when it is empty.
+    async fn connection(&self, i: usize) -> Result<MultiplexedConnection, OpError> {
+        if let Some(conn) = self.lock_slot(i).as_ref() {
+            return Ok((**conn).clone());
+        }
+        let pooled = self.pool.get_owned().await.map_err(|e| match e {
+            RunError::User(e) => OpError::Redis(e),
+            RunError::TimedOut => OpError::Pool {
+                timeout: self.pool.config().connection_timeout,
+                last_error: self.last_error.get(),
+            },
+        })?;
+        let conn = (*pooled).clone();
+        let mut slot = self.lock_slot(i);
+        if slot.is_none() {
+            *slot = Some(pooled);
+        }
+        // Else another command filled the slot meanwhile; ours goes back to the pool.
+        Ok(conn)
+    }
+
+    fn lock_slot(
+        &self,
+        i: usize,
+    ) -> std::sync::MutexGuard<'_, Option<PooledConnection<'static, RedisConnectionManager>>> {
+        self.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one command on a slot's connection within `limit`; a connection
+    /// that fails or does not answer is let go so the next command gets a
+    /// fresh one.
+    async fn run<T, F, Fut>(&self, limit: Duration, f: F) -> Result<T, OpError>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let call = async {
+            let conn = self.connection(i).await?;
+            f(conn).await.map_err(|e| {
+                if e.is_timeout() {
+                    // The driver's own response timeout ran out first.
+                    OpError::Timeout(limit)
+                } else {
+                    OpError::Redis(e)
+                }
+            })
+        };
+        let result = match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(OpError::Timeout(limit)),
+        };
+        if let Err(e) = &result
+            && e.outcome_unknown()
+        {
+            // Dropping the pooled connection returns it to the pool, whose
+            // check-out test (PING) discards it if it is really dead.
+            self.lock_slot(i).take();
+        }
+        result
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let ttl_ms = millis_ceil(ttl);
+        let (won, value): (i64, i64) = self
+            .run(limit, |mut conn| async move {
+                scripts::ACQUIRE
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(if won == 1 {
+            AcquireReply::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            AcquireReply::Busy {
+                // -1: the key has no expiry (not one of ours); -2: gone already.
+                pttl: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        })
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let ttl_ms = millis_ceil(ttl);
+        let done: i64 = self
+            .run(limit, |mut conn| async move {
+                scripts::EXTEND
+                    .key(&keys.lock)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(done == 1)
+    }
+
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let done: i64 = self
+            .run(limit, |mut conn| async move {
+                scripts::RELEASE
+                    .key(&keys.lock)
+                    .arg(token)
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(done == 1)
+    }
+
+    /// Takes a connection now, so a client that builds successfully has
+    /// reached Redis once.
+    pub(crate) async fn check(&self) -> Result<(), OpError> {
+        self.connection(0).await.map(drop)
+    }
+}

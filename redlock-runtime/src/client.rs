@@ -1,0 +1,609 @@
+//! [`LockClient`], its builder, and the [`LockRequest`] that acquires a lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bb8::Pool;
+use bb8_redis::RedisConnectionManager;
+use tokio::time::Instant;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::{LastError, RedisBackend};
+use crate::backend::{AcquireReply, Backend, Keys, OpError};
+use crate::backoff::{RetryPolicy, next_sleep};
+use crate::error::{ConfigError, LockError, Operation};
+use crate::guard::LockGuard;
+use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
+
+/// The shortest time an acquire attempt is given while waiting, even when
+/// less of the wait is left: a shorter limit could never see an answer.
+const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// A handle to a lock store: one Redis server (over a `bb8-redis` pool) or
+/// process memory.
+///
+/// Cheap to clone: clones share the pool. `Debug` shows the Redis URL with
+/// its password redacted.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redlock_runtime::LockError> {
+/// use std::time::Duration;
+/// use redlock_runtime::LockClient;
+///
+/// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client
+///     .lock("order:42")
+///     .ttl(Duration::from_secs(15))
+///     .wait(Duration::from_secs(5))
+///     .acquire()
+///     .await?;
+/// // ... critical section; pass guard.fencing_token() to the store you write to ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Backend,
+    settings: Settings,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// What the client talks to, safe to print (password redacted).
+    pub(crate) target: String,
+    pub(crate) key_prefix: String,
+    pub(crate) default_ttl: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.inner.settings;
+        f.debug_struct("LockClient")
+            .field("target", &s.target)
+            .field("key_prefix", &s.key_prefix)
+            .field("default_ttl", &s.default_ttl)
+            .field("command_timeout", &s.command_timeout)
+            .field("retry", &s.retry)
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// Connects to the Redis server at `url` with default settings, and checks
+    /// that it answers.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a URL that does not parse,
+    /// [`LockError::Connect`] when Redis cannot be reached within the
+    /// connection timeout (2 s).
+    pub async fn connect(url: impl Into<String>) -> Result<Self, LockError> {
+        Self::builder().url(url).build().await
+    }
+
+    /// A builder for a client with settings of your own.
+    pub fn builder() -> LockClientBuilder {
+        LockClientBuilder::default()
+    }
+
+    /// A client over a `bb8-redis` pool you built yourself, with default
+    /// settings otherwise.
+    ///
+    /// The client keeps one connection of the pool checked out and sends its
+    /// commands over it (the connections are multiplexed); use
+    /// [`LockClientBuilder::pool`] to set more.
+    pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
+        let slots = 1;
+        Self::with_backend(
+            Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
+            Settings::defaults("bb8 pool".to_owned()),
+        )
+    }
+
+    /// A client that keeps locks in this process's memory.
+    ///
+    /// Same semantics as on Redis (ttl, wait, fencing tokens, watchdog, lost
+    /// locks), but nothing is shared with other processes: for single-process
+    /// services and for your own unit tests.
+    pub fn in_memory() -> Self {
+        Self::with_backend(
+            Backend::Memory(MemoryBackend::default()),
+            Settings::defaults("in-memory".to_owned()),
+        )
+    }
+
+    fn with_backend(backend: Backend, settings: Settings) -> Self {
+        Self {
+            inner: Arc::new(Inner { backend, settings }),
+        }
+    }
+
+    /// Starts a request for the lock named `key` (the client's key prefix is
+    /// added in Redis). Set `.ttl(..)` and `.wait(..)`, then call
+    /// [`acquire`](LockRequest::acquire) or
+    /// [`try_acquire`](LockRequest::try_acquire).
+    ///
+    /// A key is any non-empty string of at most 1024 bytes; others fail with
+    /// [`LockError::InvalidKey`] when the request runs.
+    pub fn lock(&self, key: impl Into<String>) -> LockRequest {
+        LockRequest {
+            client: self.clone(),
+            key: key.into(),
+            ttl: None,
+            wait: Duration::ZERO,
+            watchdog: true,
+        }
+    }
+
+    /// The underlying pool, when the client is on Redis.
+    pub fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
+        match &self.inner.backend {
+            Backend::Redis(b) => Some(b.pool()),
+            Backend::Memory(_) => None,
+        }
+    }
+
+    /// The prefix added to every key in Redis. Defaults to `lock:`.
+    pub fn key_prefix(&self) -> &str {
+        &self.inner.settings.key_prefix
+    }
+
+    /// The ttl of requests that set none. Defaults to 30 s.
+    pub fn default_ttl(&self) -> Duration {
+        self.inner.settings.default_ttl
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// Turns a backend failure into the public error for `key` and `op`.
+    pub(crate) fn op_error(key: &str, op: Operation, e: OpError) -> LockError {
+        let key = key.to_owned();
+        match e {
+            OpError::Redis(source) => LockError::Redis { key, op, source },
+            OpError::Timeout(timeout) => LockError::Timeout { key, op, timeout },
+            OpError::Pool {
+                timeout,
+                last_error,
+            } => LockError::Pool {
+                key,
+                op,
+                timeout,
+                last_error,
+            },
+        }
+    }
+}
+
+impl Settings {
+    fn defaults(target: String) -> Self {
+        Self {
+            target,
+            key_prefix: "lock:".to_owned(),
+            default_ttl: Duration::from_secs(30),
+            command_timeout: Duration::from_millis(500),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Settings for a [`LockClient`]; made by [`LockClient::builder`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redlock_runtime::LockError> {
+/// use std::time::Duration;
+/// use redlock_runtime::{LockClient, RetryPolicy};
+///
+/// let client = LockClient::builder()
+///     .url("redis://:secret@127.0.0.1:6379/0")
+///     .pool_size(4)
+///     .key_prefix("locks:billing:")
+///     .default_ttl(Duration::from_secs(10))
+///     .retry(RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(100)))
+///     .build()
+///     .await?;
+/// assert!(!format!("{client:?}").contains("secret"));
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct LockClientBuilder {
+    url: Option<String>,
+    pool: Option<Pool<RedisConnectionManager>>,
+    pool_size: u32,
+    connection_timeout: Duration,
+    settings: Settings,
+}
+
+impl fmt::Debug for LockClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClientBuilder")
+            .field("url", &self.url.as_deref().map(redact_url))
+            .field("pool", &self.pool.as_ref().map(|_| "bb8 pool"))
+            .field("pool_size", &self.pool_size)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("key_prefix", &self.settings.key_prefix)
+            .field("default_ttl", &self.settings.default_ttl)
+            .field("command_timeout", &self.settings.command_timeout)
+            .field("retry", &self.settings.retry)
+            .finish()
+    }
+}
+
+impl Default for LockClientBuilder {
+    fn default() -> Self {
+        Self {
+            url: None,
+            pool: None,
+            pool_size: 4,
+            connection_timeout: Duration::from_secs(2),
+            settings: Settings::defaults(String::new()),
+        }
+    }
+}
+
+impl LockClientBuilder {
+    /// The Redis server, as `redis://[user:password@]host[:port][/db]`
+    /// (`rediss://` needs the `redis` crate's TLS features).
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// Use this `bb8-redis` pool instead of building one from a URL. The
+    /// client keeps `pool_size` of its connections checked out (see
+    /// [`pool_size`](Self::pool_size)).
+    pub fn pool(mut self, pool: Pool<RedisConnectionManager>) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// How many Redis connections the client uses. Each is multiplexed, so a
+    /// few carry thousands of concurrent lock operations. Defaults to 4.
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// How long to wait for a new connection (connect and check it) before
+    /// an operation fails with [`LockError::Pool`]. Defaults to 2 s.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long one Redis command may take before it fails with
+    /// [`LockError::Timeout`]. Defaults to 500 ms, which is also the
+    /// response timeout that `redis` sets on the connections `bb8-redis`
+    /// makes, so longer values have no effect on those.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.command_timeout = timeout;
+        self
+    }
+
+    /// Prefix of every lock key in Redis. Defaults to `lock:`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.settings.key_prefix = prefix.into();
+        self
+    }
+
+    /// The lease of requests that set no `.ttl(..)`. Defaults to 30 s.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.default_ttl = ttl;
+        self
+    }
+
+    /// Pacing of retries while waiting for a busy lock. Defaults to
+    /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.settings.retry = policy;
+        self
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        validate_ttl("default_ttl", self.settings.default_ttl)?;
+        let prefix_len = self.settings.key_prefix.len();
+        if prefix_len > MAX_PREFIX_LEN {
+            return Err(ConfigError::PrefixTooLong {
+                len: prefix_len,
+                max: MAX_PREFIX_LEN,
+            });
+        }
+        for (name, value) in [
+            ("command_timeout", self.settings.command_timeout),
+            ("connection_timeout", self.connection_timeout),
+        ] {
+            if value < Duration::from_millis(1) {
+                return Err(ConfigError::InvalidDuration {
+                    name,
+                    value,
+                    reason: "must be at least 1 ms",
+                });
+            }
+        }
+        if self.pool_size == 0 {
+            return Err(ConfigError::ZeroPoolSize);
+        }
+        self.settings.retry.validate()
+    }
+
+    /// Builds the client and checks that Redis answers.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad setting, [`LockError::Connect`] when
+    /// Redis cannot be reached within the connection timeout.
+    pub async fn build(self) -> Result<LockClient, LockError> {
+        let connection_timeout = self.connection_timeout;
+        let client = self.build_unchecked()?;
+        if let Backend::Redis(backend) = client.backend() {
+            backend.check().await.map_err(|e| LockError::Connect {
+                url: client.settings().target.clone(),
+                detail: match e {
+                    OpError::Redis(e) => e.to_string(),
+                    OpError::Pool {
+                        last_error: Some(last),
+                        ..
+                    } => last,
+                    OpError::Pool { .. } | OpError::Timeout(_) => {
+                        format!("no answer within {connection_timeout:?}")
+                    }
+                },
+            })?;
+        }
+        Ok(client)
+    }
+
+    /// Builds the client without contacting Redis; connections are made on
+    /// first use.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad setting or URL.
+    pub fn build_unchecked(self) -> Result<LockClient, LockError> {
+        self.validate()?;
+        let mut settings = self.settings;
+        let (pool, last_error) = match (self.pool, self.url) {
+            (Some(pool), _) => {
+                settings.target = "bb8 pool".to_owned();
+                (pool, LastError::default())
+            }
+            (None, Some(url)) => {
+                let redacted = redact_url(&url);
+                let manager = RedisConnectionManager::new(url.as_str()).map_err(|e| {
+                    ConfigError::InvalidUrl {
+                        url: redacted.clone(),
+                        reason: scrub(&e.to_string(), &url),
+                    }
+                })?;
+                let last_error = LastError::default();
+                let pool = Pool::builder()
+                    .max_size(self.pool_size)
+                    .connection_timeout(self.connection_timeout)
+                    .error_sink(Box::new(last_error.clone()))
+                    .build_unchecked(manager);
+                settings.target = redacted;
+                (pool, last_error)
+            }
+            (None, None) => return Err(ConfigError::MissingRedis.into()),
+        };
+        let slots = usize::try_from(self.pool_size).unwrap_or(1);
+        Ok(LockClient::with_backend(
+            Backend::Redis(RedisBackend::new(pool, slots, last_error)),
+            settings,
+        ))
+    }
+
+    /// Builds a client that keeps locks in memory (see
+    /// [`LockClient::in_memory`]), with this builder's key prefix, ttl,
+    /// timeouts and retry policy. URL and pool settings are ignored.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad setting.
+    pub fn build_in_memory(self) -> Result<LockClient, LockError> {
+        self.validate()?;
+        let mut settings = self.settings;
+        settings.target = "in-memory".to_owned();
+        Ok(LockClient::with_backend(
+            Backend::Memory(MemoryBackend::default()),
+            settings,
+        ))
+    }
+}
+
+/// Removes anything of a URL that is not in its redacted form from `text`
+/// (the driver may quote the URL it failed to parse).
+fn scrub(text: &str, url: &str) -> String {
+    let redacted = redact_url(url);
+    let mut out = text.replace(url, &redacted);
+    if let Some((_, rest)) = url.split_once("://")
+        && let Some((userinfo, _)) = rest.rsplit_once('@')
+        && let Some((_, password)) = userinfo.split_once(':')
+        && !password.is_empty()
+    {
+        out = out.replace(password, "***");
+    }
+    out
+}
+
+/// A request for one lock, made by [`LockClient::lock`]: set the lease and
+/// the wait, then acquire.
+#[must_use = "a lock request does nothing until `.acquire()` or `.try_acquire()` is awaited"]
+#[derive(Debug, Clone)]
+pub struct LockRequest {
+    client: LockClient,
+    key: String,
+    ttl: Option<Duration>,
+    wait: Duration,
+    watchdog: bool,
+}
+
+impl LockRequest {
+    /// The lease: how long the lock outlives its holder if the holder dies.
+    /// While the guard lives, the watchdog renews the lease every `ttl / 3`.
+    /// Defaults to the client's default ttl (30 s). Must be at least 1 ms.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// How long to keep trying while another owner holds the lock.
+    /// Defaults to zero: try once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Whether a watchdog renews the lease while the guard lives. Defaults
+    /// to `true`. Without it the ttl is a hard limit: the lock is presumed
+    /// lost (and [`LockGuard::lost`] fires) when the lease runs out.
+    pub fn watchdog(mut self, renew: bool) -> Self {
+        self.watchdog = renew;
+        self
+    }
+
+    /// The key as given to [`LockClient::lock`].
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Takes the lock, waiting up to the request's wait while another owner
+    /// holds it.
+    ///
+    /// While waiting, attempts are paced by the client's [`RetryPolicy`] and
+    /// woken as the holder's lease ends. Each attempt is bounded by the
+    /// command timeout and by what is left of the wait (but at least 50 ms),
+    /// so this returns at most about 50 ms after the wait ends; with no wait,
+    /// the single attempt is bounded by the command timeout. Transient Redis
+    /// failures are retried while the wait lasts.
+    ///
+    /// # Errors
+    /// [`LockError::Busy`] (no wait) or [`LockError::WaitTimeout`] when
+    /// another owner held the lock; [`LockError::InvalidKey`] and
+    /// [`LockError::Config`] for bad input; [`LockError::Redis`],
+    /// [`LockError::Timeout`] or [`LockError::Pool`] when Redis failed (the
+    /// last failure, if the wait ended on one).
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let key = self.key.clone();
+        let wait = self.wait;
+        match self.run().await? {
+            Outcome::Acquired(guard) => Ok(guard),
+            Outcome::Busy if wait.is_zero() => Err(LockError::Busy { key }),
+            Outcome::Busy => Err(LockError::WaitTimeout { key, waited: wait }),
+        }
+    }
+
+    /// Like [`acquire`](Self::acquire), but a lock still held by another
+    /// owner when the wait ends (at once, with no wait) is `Ok(None)`, not an
+    /// error. Redis failures are still errors.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), less the busy cases.
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>, LockError> {
+        Ok(match self.run().await? {
+            Outcome::Acquired(guard) => Some(guard),
+            Outcome::Busy => None,
+        })
+    }
+
+    async fn run(self) -> Result<Outcome, LockError> {
+        validate_key(&self.key)?;
+        let settings = self.client.settings();
+        let ttl = self.ttl.unwrap_or(settings.default_ttl);
+        validate_ttl("ttl", ttl)?;
+        validate_wait(self.wait)?;
+
+        let keys = Keys::new(&settings.key_prefix, self.key);
+        let token = uuid::Uuid::new_v4().to_string();
+        let started = Instant::now();
+        let deadline = started + self.wait;
+        let mut retries = 0u32;
+        // Set once an attempt may have taken the lock without our hearing of it.
+        let mut maybe_taken = false;
+
+        let last = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let limit = if self.wait.is_zero() {
+                settings.command_timeout
+            } else {
+                settings
+                    .command_timeout
+                    .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
+            };
+            let sent = Instant::now();
+            let (result, pttl) = match self
+                .client
+                .backend()
+                .acquire(&keys, &token, ttl, limit)
+                .await
+            {
+                Ok(AcquireReply::Acquired { fence }) => {
+                    tracing::debug!(
+                        target: "redlock",
+                        key = %keys.user,
+                        fence,
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        retries,
+                        "lock acquired"
+                    );
+                    return Ok(Outcome::Acquired(LockGuard::new(
+                        self.client.clone(),
+                        keys,
+                        token,
+                        fence,
+                        ttl,
+                        sent,
+                        self.watchdog,
+                    )));
+                }
+                Ok(AcquireReply::Busy { pttl }) => (Ok(()), pttl),
+                Err(e) => {
+                    maybe_taken |= e.outcome_unknown();
+                    if !e.is_transient() {
+                        break Err(e);
+                    }
+                    tracing::debug!(target: "redlock", key = %keys.user, error = ?e, "acquire attempt failed");
+                    (Err(e), None)
+                }
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break result;
+            }
+            if retries == 0 {
+                tracing::debug!(target: "redlock", key = %keys.user, wait_ms = self.wait.as_millis() as u64, "lock busy, waiting");
+            }
+            let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
+            retries = retries.saturating_add(1);
+            tokio::time::sleep(sleep).await;
+        };
+
+        let user_key = keys.user.clone();
+        if maybe_taken {
+            // An attempt whose answer was lost may hold the lock under our
+            // token: give it back rather than let it block others for a ttl.
+            let client = self.client.clone();
+            let limit = settings.command_timeout;
+            tokio::spawn(async move {
+                let _ = client.backend().release(&keys, &token, limit).await;
+            });
+        }
+        match last {
+            Ok(()) => Ok(Outcome::Busy),
+            Err(e) => Err(LockClient::op_error(&user_key, Operation::Acquire, e)),
+        }
+    }
+}
+
+enum Outcome {
+    Acquired(LockGuard),
+    Busy,
+}

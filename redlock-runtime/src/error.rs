@@ -1,0 +1,248 @@
+//! Error types: [`LockError`] for lock operations, [`ConfigError`] for bad settings.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What went wrong with a lock operation.
+///
+/// Every message names the key and says what to do. Use the predicates
+/// ([`is_busy`](Self::is_busy), [`is_transient`](Self::is_transient)) rather
+/// than matching exhaustively: new variants may be added.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock is held by another owner and no wait was allowed.
+    #[error(
+        "lock `{key}` is held by another owner; try again later, or allow waiting with `.wait(..)`"
+    )]
+    Busy {
+        /// The lock key, without the client's prefix.
+        key: String,
+    },
+
+    /// The lock stayed held by another owner for the whole wait.
+    #[error(
+        "gave up on lock `{key}` after waiting {waited:?}: another owner held it the whole time; \
+         allow a longer `.wait(..)` or shorten the other holder's critical section"
+    )]
+    WaitTimeout {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// How long this caller waited before giving up.
+        waited: Duration,
+    },
+
+    /// The lock is no longer held by this guard.
+    #[error(
+        "lock `{key}` was lost: {reason}; work done under it may have overlapped with another \
+         holder, so guard writes with the fencing token"
+    )]
+    Lost {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// Why the lock is known or presumed lost.
+        reason: LostReason,
+    },
+
+    /// The key cannot be used as a lock key.
+    #[error("invalid lock key {key:?}: {reason}")]
+    InvalidKey {
+        /// The offending key (cut to its first 64 characters).
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A setting is out of range (a zero ttl, a malformed URL, ...).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// The client could not reach Redis when it was built.
+    #[error(
+        "could not connect to Redis at {url}: {detail}; check that the server runs and the URL, \
+         password and TLS settings are right"
+    )]
+    Connect {
+        /// The Redis URL, password redacted.
+        url: String,
+        /// The last connection error seen, or the timeout that ran out.
+        detail: String,
+    },
+
+    /// Redis answered with an error, or the connection broke during the command.
+    #[error("Redis failed the {op} of lock `{key}`: {source}")]
+    Redis {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that failed.
+        op: Operation,
+        /// The driver's error.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// Redis did not answer within the command timeout.
+    #[error(
+        "Redis did not answer the {op} of lock `{key}` within {timeout:?}; it may be down, paused \
+         or overloaded (the command timeout is set with `command_timeout`)"
+    )]
+    Timeout {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that timed out.
+        op: Operation,
+        /// The time limit that ran out.
+        timeout: Duration,
+    },
+
+    /// No connection could be had from the pool in time.
+    #[error(
+        "no Redis connection for the {op} of lock `{key}` within {timeout:?}: {}; the pool is \
+         exhausted or Redis is unreachable",
+        last_error.as_deref().unwrap_or("no connection error was reported")
+    )]
+    Pool {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that could not start.
+        op: Operation,
+        /// The pool's connection timeout.
+        timeout: Duration,
+        /// The last error seen while connecting, when the pool reported one.
+        last_error: Option<String>,
+    },
+}
+
+impl LockError {
+    /// True when the lock was held by someone else ([`Busy`](Self::Busy) or
+    /// [`WaitTimeout`](Self::WaitTimeout)): Redis worked, the lock was taken.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Busy { .. } | Self::WaitTimeout { .. })
+    }
+
+    /// True for failures of Redis or the network that may pass if retried
+    /// ([`Redis`](Self::Redis) I/O errors, [`Timeout`](Self::Timeout),
+    /// [`Pool`](Self::Pool), [`Connect`](Self::Connect)).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Timeout { .. } | Self::Pool { .. } | Self::Connect { .. } => true,
+            Self::Redis { source, .. } => is_transient_redis(source),
+            _ => false,
+        }
+    }
+
+    /// True when the lock was lost ([`Lost`](Self::Lost)).
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Lost { .. })
+    }
+
+    /// The lock key the error is about, when there is one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Busy { key }
+            | Self::WaitTimeout { key, .. }
+            | Self::Lost { key, .. }
+            | Self::InvalidKey { key, .. }
+            | Self::Redis { key, .. }
+            | Self::Timeout { key, .. }
+            | Self::Pool { key, .. } => Some(key),
+            Self::Config(_) | Self::Connect { .. } => None,
+        }
+    }
+}
+
+pub(crate) fn is_transient_redis(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}
+
+/// Why a lock is known or presumed lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Redis no longer holds this guard's token under the key: the lease
+    /// expired or the key was deleted, and another owner may hold it now.
+    TokenGone,
+    /// Renewal could not reach Redis before the lease would have run out, so
+    /// the lock is presumed lost.
+    Unconfirmed,
+    /// The lease ran out and nothing renewed it (watchdog turned off).
+    Expired,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::TokenGone => "Redis no longer holds this owner's token (the lease expired or the key was deleted)",
+            Self::Unconfirmed => "renewal could not reach Redis before the lease ran out",
+            Self::Expired => "the lease ran out without renewal (the watchdog was off)",
+        })
+    }
+}
+
+/// The lock operation an error happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Operation {
+    /// Taking the lock.
+    Acquire,
+    /// Extending the lease (by hand or by the watchdog).
+    Extend,
+    /// Releasing the lock.
+    Release,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Acquire => "acquire",
+            Self::Extend => "extend",
+            Self::Release => "release",
+        })
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The Redis URL does not parse.
+    #[error(
+        "invalid Redis URL {url}: {reason}; expected `redis://[user:password@]host[:port][/db]`"
+    )]
+    InvalidUrl {
+        /// The URL, password redacted.
+        url: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// No Redis URL or pool was given to the builder.
+    #[error(
+        "no Redis given: call `.url(..)` or `.pool(..)` on the builder, or use `LockClient::in_memory()`"
+    )]
+    MissingRedis,
+    /// A duration setting is out of range.
+    #[error("invalid {name} {value:?}: {reason}")]
+    InvalidDuration {
+        /// Which setting (`ttl`, `wait`, `command_timeout`, ...).
+        name: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The allowed range.
+        reason: &'static str,
+    },
+    /// The pool size is zero.
+    #[error("invalid pool size 0: a pool needs at least one connection")]
+    ZeroPoolSize,
+    /// The key prefix is too long.
+    #[error("invalid key prefix: {len} bytes, at most {max} are allowed")]
+    PrefixTooLong {
+        /// The prefix's length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}

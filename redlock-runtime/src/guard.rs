@@ -1,0 +1,354 @@
+//! [`LockGuard`]: a held lock, its fencing token, and how it ends.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::backend::Keys;
+use crate::client::LockClient;
+use crate::error::{LockError, LostReason, Operation};
+use crate::util::validate_ttl;
+use crate::watchdog;
+
+/// A held lock.
+///
+/// While the guard lives, a watchdog renews the lease every `ttl / 3` (unless
+/// the request turned it off). End it with [`release`](Self::release) to
+/// learn whether the lock was still yours; dropping the guard instead (an
+/// early return, a panic, a cancelled future) releases it from a spawned task
+/// within milliseconds, never blocking in `drop`.
+///
+/// A lock can be lost while held: the process paused longer than the lease,
+/// Redis restarted empty, someone deleted the key. [`lost`](Self::lost) tells
+/// you when that is known or presumed, and [`fencing_token`](Self::fencing_token)
+/// lets the store you write to reject a holder that lost its lock: tokens
+/// strictly increase with each acquisition of a key.
+pub struct LockGuard {
+    shared: Arc<Shared>,
+    task: Option<JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Handle>,
+    released: bool,
+}
+
+/// What the guard and its watchdog share.
+pub(crate) struct Shared {
+    pub(crate) client: LockClient,
+    pub(crate) keys: Keys,
+    pub(crate) token: String,
+    pub(crate) fence: u64,
+    lease: Mutex<Lease>,
+    /// Wakes the watchdog when `extend` changed the lease.
+    pub(crate) lease_changed: Notify,
+    lost: watch::Sender<Option<LostReason>>,
+}
+
+/// The lease as this process knows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    /// The ttl renewals use.
+    pub(crate) ttl: Duration,
+    /// When the last confirmed (re)set of the lease was sent.
+    pub(crate) sent: Instant,
+    /// `sent + ttl`: the lease cannot end before this on the Redis side
+    /// (Redis received the command after it was sent), so this process may
+    /// presume the lock held until then.
+    pub(crate) deadline: Instant,
+}
+
+impl Shared {
+    pub(crate) fn lease(&self) -> Lease {
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a confirmed (re)set of the lease sent at `sent`, unless a
+    /// later one was already recorded.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
+        let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
+        if sent >= lease.sent {
+            *lease = Lease {
+                ttl,
+                sent,
+                deadline: sent + ttl,
+            };
+        }
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        *self.lost.borrow()
+    }
+
+    /// Marks the lock lost (once) and wakes every [`Lost`] future.
+    pub(crate) fn mark_lost(&self, reason: LostReason) {
+        let first = self.lost.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+        if first {
+            tracing::warn!(target: "redlock", key = %self.keys.user, fence = self.fence, %reason, "lock lost");
+        }
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        client: LockClient,
+        keys: Keys,
+        token: String,
+        fence: u64,
+        ttl: Duration,
+        sent: Instant,
+        renew: bool,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            client,
+            keys,
+            token,
+            fence,
+            lease: Mutex::new(Lease {
+                ttl,
+                sent,
+                deadline: sent + ttl,
+            }),
+            lease_changed: Notify::new(),
+            lost: watch::Sender::new(None),
+        });
+        let task = tokio::spawn(watchdog::run(Arc::clone(&shared), renew));
+        Self {
+            shared,
+            task: Some(task),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            released: false,
+        }
+    }
+
+    /// The lock's key, as given to [`LockClient::lock`] (without the prefix).
+    pub fn key(&self) -> &str {
+        &self.shared.keys.user
+    }
+
+    /// The random token (a UUID v4) that marks this owner in Redis. Release
+    /// and extend act only while the key still holds it. Treat it as a
+    /// secret: whoever has it can release the lock.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// The fencing token: a number that strictly increases with every
+    /// acquisition of this key. Send it with every write done under the lock
+    /// and have the store reject writes with a token lower than the highest
+    /// it has seen; then a holder that lost its lock without knowing (a long
+    /// pause) cannot overwrite the newer holder's work.
+    pub fn fencing_token(&self) -> u64 {
+        self.shared.fence
+    }
+
+    /// True while the lock is presumed held: not released, not known lost,
+    /// and the lease last confirmed has not run out.
+    pub fn is_held(&self) -> bool {
+        !self.released
+            && self.shared.lost_reason().is_none()
+            && Instant::now() < self.shared.lease().deadline
+    }
+
+    /// How long the lease is known to last from now (zero once lost or run out).
+    pub fn remaining(&self) -> Duration {
+        if self.shared.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.shared
+            .lease()
+            .deadline
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// A future that completes when the lock is known or presumed lost,
+    /// with the reason. It owns what it needs (it does not borrow the guard),
+    /// so it can sit in a `select!` beside the critical section.
+    ///
+    /// If the guard is released or dropped first, the future never completes:
+    /// the lock was not lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redlock_runtime::LockClient) -> Result<(), redlock_runtime::LockError> {
+    /// # async fn do_work() {}
+    /// let guard = client.lock("report").acquire().await?;
+    /// tokio::select! {
+    ///     reason = guard.lost() => eprintln!("stopped: lock lost ({reason})"),
+    ///     () = do_work() => {}
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> Lost {
+        let mut rx = self.shared.lost.subscribe();
+        Lost {
+            inner: Box::pin(async move {
+                loop {
+                    if let Some(reason) = *rx.borrow_and_update() {
+                        return reason;
+                    }
+                    if rx.changed().await.is_err() {
+                        // The guard is gone and the lock was not lost.
+                        return std::future::pending().await;
+                    }
+                }
+            }),
+        }
+    }
+
+    /// Resets the lease to `ttl` from now (the watchdog then renews with this
+    /// ttl).
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the lock is no longer this guard's;
+    /// [`LockError::Config`] for a ttl under 1 ms; Redis failures as in
+    /// [`LockRequest::acquire`](crate::LockRequest::acquire).
+    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        validate_ttl("ttl", ttl)?;
+        let s = &self.shared;
+        if let Some(reason) = s.lost_reason() {
+            return Err(self.lost_error(reason));
+        }
+        let sent = Instant::now();
+        let limit = s.client.settings().command_timeout;
+        match s
+            .client
+            .backend()
+            .extend(&s.keys, &s.token, ttl, limit)
+            .await
+        {
+            Ok(true) => {
+                s.renewed(sent, ttl);
+                s.lease_changed.notify_one();
+                tracing::debug!(target: "redlock", key = %s.keys.user, ttl_ms = ttl.as_millis() as u64, "lock extended");
+                Ok(())
+            }
+            Ok(false) => {
+                s.mark_lost(LostReason::TokenGone);
+                Err(self.lost_error(LostReason::TokenGone))
+            }
+            Err(e) => Err(LockClient::op_error(&s.keys.user, Operation::Extend, e)),
+        }
+    }
+
+    /// Releases the lock: stops the watchdog, then deletes the key if it
+    /// still holds this guard's token.
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the key no longer held this guard's token
+    /// (another owner's lock is never touched); Redis failures as in
+    /// [`LockRequest::acquire`](crate::LockRequest::acquire), in which case
+    /// the lease ends by itself within the ttl.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        // The watchdog is stopped, and awaited, before the release is sent,
+        // so no renewal can follow it.
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        let s = Arc::clone(&self.shared);
+        let limit = s.client.settings().command_timeout;
+        let result = s.client.backend().release(&s.keys, &s.token, limit).await;
+        self.released = true;
+        match result {
+            Ok(true) => {
+                tracing::debug!(target: "redlock", key = %s.keys.user, fence = s.fence, "lock released");
+                Ok(())
+            }
+            Ok(false) => {
+                s.mark_lost(LostReason::TokenGone);
+                Err(self.lost_error(LostReason::TokenGone))
+            }
+            Err(e) => {
+                tracing::warn!(target: "redlock", key = %s.keys.user, error = ?e, "lock release failed; the lease will run out by itself");
+                Err(LockClient::op_error(&s.keys.user, Operation::Release, e))
+            }
+        }
+    }
+
+    fn lost_error(&self, reason: LostReason) -> LockError {
+        LockError::Lost {
+            key: self.shared.keys.user.clone(),
+            reason,
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        if self.released {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let Some(runtime) = self.runtime.take() else {
+            tracing::warn!(target: "redlock", key = %shared.keys.user, "lock guard dropped outside a tokio runtime; the lease will run out by itself");
+            return;
+        };
+        // A release that can no longer run (the runtime shut down) just
+        // leaves the lease to run out.
+        runtime.spawn(async move {
+            let limit = shared.client.settings().command_timeout;
+            match shared
+                .client
+                .backend()
+                .release(&shared.keys, &shared.token, limit)
+                .await
+            {
+                Ok(true) => {
+                    tracing::debug!(target: "redlock", key = %shared.keys.user, "lock released on drop")
+                }
+                Ok(false) => {
+                    tracing::debug!(target: "redlock", key = %shared.keys.user, "lock dropped after it was lost")
+                }
+                Err(e) => {
+                    tracing::warn!(target: "redlock", key = %shared.keys.user, error = ?e, "release on drop failed; the lease will run out by itself")
+                }
+            }
+        });
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.key())
+            .field("fencing_token", &self.fencing_token())
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Completes when a lock is known or presumed lost; made by
+/// [`LockGuard::lost`].
+#[must_use = "futures do nothing unless awaited"]
+pub struct Lost {
+    inner: Pin<Box<dyn Future<Output = LostReason> + Send>>,
+}
+
+impl Future for Lost {
+    type Output = LostReason;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<LostReason> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lost").finish_non_exhaustive()
+    }
+}

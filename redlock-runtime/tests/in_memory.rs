@@ -1,0 +1,246 @@
+//! The in-memory backend: the same lock semantics as on Redis, inside one
+//! process. Time is tokio's paused clock, so ttl and wait are exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use redlock_runtime::{ConfigError, LockClient, LockError, LostReason};
+use tokio::time::Instant;
+
+#[tokio::test(start_paused = true)]
+async fn acquire_busy_release() {
+    let client = LockClient::in_memory();
+    let guard = client.lock("a").acquire().await.expect("free lock");
+    assert!(guard.is_held());
+    assert_eq!(guard.key(), "a");
+
+    let err = client.lock("a").acquire().await.expect_err("held");
+    assert!(
+        matches!(err, LockError::Busy { ref key } if key == "a"),
+        "{err}"
+    );
+    assert!(err.is_busy() && !err.is_transient());
+    assert!(
+        client
+            .lock("a")
+            .try_acquire()
+            .await
+            .expect("no error")
+            .is_none()
+    );
+    // Another key is independent.
+    let other = client.lock("b").acquire().await.expect("other key");
+    other.release().await.expect("release b");
+
+    guard.release().await.expect("release a");
+    client.lock("a").acquire().await.expect("free again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_times_out_after_the_wait() {
+    let client = LockClient::in_memory();
+    let _holder = client.lock("w").acquire().await.expect("holder");
+    let started = Instant::now();
+    let err = client
+        .lock("w")
+        .wait(Duration::from_millis(750))
+        .acquire()
+        .await
+        .expect_err("held the whole wait");
+    let waited = started.elapsed();
+    assert!(
+        matches!(err, LockError::WaitTimeout { waited, .. } if waited == Duration::from_millis(750)),
+        "{err}"
+    );
+    assert!(
+        waited >= Duration::from_millis(750) && waited <= Duration::from_millis(800),
+        "{waited:?}"
+    );
+    assert!(
+        err.to_string().contains("`w`"),
+        "message names the key: {err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_gets_the_lock_when_the_holder_releases() {
+    let client = LockClient::in_memory();
+    let holder = client.lock("h").acquire().await.expect("holder");
+    let c = client.clone();
+    let waiter =
+        tokio::spawn(async move { c.lock("h").wait(Duration::from_secs(10)).acquire().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+    holder.release().await.expect("release");
+    let guard = waiter.await.expect("task").expect("waiter acquires");
+    assert!(guard.is_held());
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_watchdog_the_lease_expires_and_lost_fires() {
+    let client = LockClient::in_memory();
+    let guard = client
+        .lock("e")
+        .ttl(Duration::from_secs(2))
+        .watchdog(false)
+        .acquire()
+        .await
+        .expect("acquire");
+    let started = Instant::now();
+    assert_eq!(guard.lost().await, LostReason::Expired);
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert!(!guard.is_held());
+    // Someone else can take it now, with a higher fencing token.
+    let next = client
+        .lock("e")
+        .acquire()
+        .await
+        .expect("expired lock is free");
+    assert!(next.fencing_token() > guard.fencing_token());
+    assert!(
+        guard
+            .release()
+            .await
+            .expect_err("not ours any more")
+            .is_lost()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watchdog_keeps_a_lock_past_its_ttl() {
+    let client = LockClient::in_memory();
+    let guard = client
+        .lock("wd")
+        .ttl(Duration::from_secs(1))
+        .acquire()
+        .await
+        .expect("acquire");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(guard.is_held());
+    assert!(client.lock("wd").try_acquire().await.expect("ok").is_none());
+    guard.release().await.expect("still ours");
+}
+
+#[tokio::test(start_paused = true)]
+async fn extend_changes_the_lease() {
+    let client = LockClient::in_memory();
+    let guard = client
+        .lock("x")
+        .ttl(Duration::from_secs(1))
+        .watchdog(false)
+        .acquire()
+        .await
+        .expect("acquire");
+    guard.extend(Duration::from_secs(10)).await.expect("extend");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(guard.is_held());
+    assert!(guard.remaining() <= Duration::from_secs(5));
+    assert!(client.lock("x").try_acquire().await.expect("ok").is_none());
+    // A shorter ttl shortens the lease, and the watchdog-less lock then ends.
+    guard.extend(Duration::from_secs(1)).await.expect("extend");
+    assert_eq!(guard.lost().await, LostReason::Expired);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_guard_releases_it() {
+    let client = LockClient::in_memory();
+    let guard = client.lock("d").acquire().await.expect("acquire");
+    drop(guard);
+    // The release runs on a spawned task: let it.
+    tokio::task::yield_now().await;
+    client.lock("d").acquire().await.expect("released on drop");
+}
+
+#[test]
+fn dropping_a_guard_after_its_runtime_is_gone_does_not_panic() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let guard = rt
+        .block_on(async { LockClient::in_memory().lock("rt").acquire().await })
+        .expect("acquire");
+    drop(rt);
+    drop(guard);
+}
+
+#[tokio::test(start_paused = true)]
+async fn fencing_tokens_increase_per_key() {
+    let client = LockClient::in_memory();
+    let mut last = 0;
+    for _ in 0..5 {
+        let g = client.lock("f").acquire().await.expect("acquire");
+        assert!(g.fencing_token() > last);
+        last = g.fencing_token();
+        g.release().await.expect("release");
+    }
+    assert_eq!(last, 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_is_a_clear_error() {
+    let client = LockClient::in_memory();
+    let err = client.lock("").acquire().await.expect_err("empty key");
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
+    let err = client
+        .lock("k".repeat(1025))
+        .acquire()
+        .await
+        .expect_err("long key");
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
+    client
+        .lock("k".repeat(1024))
+        .acquire()
+        .await
+        .expect("1024 bytes is fine");
+    let err = client
+        .lock("z")
+        .ttl(Duration::ZERO)
+        .acquire()
+        .await
+        .expect_err("zero ttl");
+    assert!(
+        matches!(
+            err,
+            LockError::Config(ConfigError::InvalidDuration { name: "ttl", .. })
+        ),
+        "{err}"
+    );
+    let err = LockClient::builder()
+        .default_ttl(Duration::ZERO)
+        .build_in_memory()
+        .expect_err("zero default ttl");
+    assert!(err.to_string().contains("default_ttl"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_under_contention() {
+    let client = LockClient::in_memory();
+    let inside = Arc::new(AtomicBool::new(false));
+    let last_fence = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (client, inside, last_fence) = (client.clone(), inside.clone(), last_fence.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let g = client
+                    .lock("mx")
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .expect("acquire within the wait");
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                let prev = last_fence.swap(g.fencing_token(), Ordering::SeqCst);
+                assert!(g.fencing_token() > prev, "fencing token went back");
+                tokio::task::yield_now().await;
+                inside.store(false, Ordering::SeqCst);
+                g.release().await.expect("release");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    assert_eq!(last_fence.load(Ordering::SeqCst), 400);
+}
