@@ -93,13 +93,12 @@ impl LockClient {
     }
 
     /// A client over a `bb8-redis` pool you built yourself, with default
-    /// settings otherwise.
+    /// settings otherwise (use [`LockClientBuilder::pool`] to change them).
     ///
-    /// The client keeps one connection of the pool checked out and sends its
-    /// commands over it (the connections are multiplexed); use
-    /// [`LockClientBuilder::pool`] to set more.
+    /// The pool stays shareable: the client checks a connection out only to
+    /// clone its multiplexed handle, and returns it at once.
     pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
-        let slots = 1;
+        let slots = usize::try_from(pool.config().max_size).unwrap_or(1);
         Self::with_backend(
             Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
             Settings::defaults("bb8 pool".to_owned()),
@@ -260,16 +259,18 @@ impl LockClientBuilder {
         self
     }
 
-    /// Use this `bb8-redis` pool instead of building one from a URL. The
-    /// client keeps `pool_size` of its connections checked out (see
-    /// [`pool_size`](Self::pool_size)).
+    /// Use this `bb8-redis` pool instead of building one from a URL. It stays
+    /// shareable: the client checks connections out only to clone their
+    /// multiplexed handles. `pool_size` and `connection_timeout` are then the
+    /// pool's own.
     pub fn pool(mut self, pool: Pool<RedisConnectionManager>) -> Self {
         self.pool = Some(pool);
         self
     }
 
-    /// How many Redis connections the client uses. Each is multiplexed, so a
-    /// few carry thousands of concurrent lock operations. Defaults to 4.
+    /// How many Redis connections the client uses (the pool's size, kept
+    /// open). Each is multiplexed, so a few carry thousands of concurrent lock
+    /// operations. Defaults to 4.
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size;
         self
@@ -374,7 +375,11 @@ impl LockClientBuilder {
         let (pool, last_error) = match (self.pool, self.url) {
             (Some(pool), _) => {
                 settings.target = "bb8 pool".to_owned();
-                (pool, LastError::default())
+                let slots = usize::try_from(pool.config().max_size).unwrap_or(1);
+                return Ok(LockClient::with_backend(
+                    Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
+                    settings,
+                ));
             }
             (None, Some(url)) => {
                 let redacted = redact_url(&url);
@@ -385,8 +390,11 @@ impl LockClientBuilder {
                     }
                 })?;
                 let last_error = LastError::default();
+                // FIFO (bb8's default) with every connection kept idle makes
+                // successive check-outs hand out distinct connections.
                 let pool = Pool::builder()
                     .max_size(self.pool_size)
+                    .min_idle(Some(self.pool_size))
                     .connection_timeout(self.connection_timeout)
                     .error_sink(Box::new(last_error.clone()))
                     .build_unchecked(manager);

@@ -1,1 +1,45 @@
-//! placeholder
+//! Test harness for redlock: real `redis-server` processes and a fault-injecting
+//! TCP proxy, for end-to-end tests.
+//!
+//! - [`RedisServer`] starts its own `redis-server` on a free loopback port, with no
+//!   persistence and a temporary directory, and kills it on drop. It can be killed,
+//!   restarted on the same port (empty), and paused/resumed (SIGSTOP/SIGCONT).
+//! - [`FaultProxy`] sits between a client and a server and injects latency, a black
+//!   hole (partition), cut connections, or refused connections.
+//!
+//! `redis-server` must be installed (`apt-get install redis-server`, `brew install
+//! redis`); set `REDLOCK_REDIS_SERVER` to use another binary. Without it,
+//! [`RedisServer::start`] panics with a message saying so.
+//!
+//! Waits inside the harness are bounded, and failures panic with a message saying what
+//! went wrong: in a test that is the useful way to fail.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_tests::{FaultProxy, RedisServer};
+//!
+//! #[tokio::main]
+//! async fn main() {
+//!     let mut redis = RedisServer::start().await;
+//!     let proxy = FaultProxy::start(redis.addr()).await;
+//!     // Connect the client under test to `proxy.url()` (or to `redis.url()` directly).
+//!
+//!     proxy.set_latency(Duration::from_millis(50)); // slow network
+//!     proxy.blackhole(true); // partition: requests get no answer...
+//!     proxy.blackhole(false); // ...until it heals
+//!     proxy.cut_all(); // drop every connection
+//!
+//!     redis.pause(); // hung server
+//!     redis.resume();
+//!     redis.kill().await; // crashed server: connections refused
+//!     redis.restart().await; // back on the same port, with no data
+//! }
+//! ```
+
+mod proxy;
+mod redis_server;
+
+pub use proxy::FaultProxy;
+pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};

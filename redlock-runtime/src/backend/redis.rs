@@ -1,12 +1,14 @@
 //! One Redis server behind a bb8 pool.
 //!
 //! Connections from `bb8-redis` are multiplexed: one connection carries many
-//! commands at once. The backend therefore checks a few connections out of
-//! the pool and keeps them ("slots"), spreading commands over them round
-//! robin, instead of checking a connection out per command (which would cost
-//! a PING per command and cap concurrency at the pool size). A slot whose
-//! connection fails is emptied; the next command takes a fresh connection
-//! from the pool, whose check-out test replaces dead ones.
+//! commands at once, and a handle to it can be cloned. The backend therefore
+//! does not check a connection out per command (which would cost a PING per
+//! command and cap concurrency at the pool size): it keeps a few cloned
+//! handles ("slots") and spreads commands over them round robin. A slot is
+//! filled by checking a connection out, cloning its handle and returning it
+//! to the pool at once, so the pool can still be shared with other users.
+//! A slot whose connection fails is emptied; the next command checks out
+//! again, and the pool's check-out test (PING) replaces dead connections.
 
 use std::fmt;
 use std::future::Future;
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bb8::{ErrorSink, Pool, PooledConnection, RunError};
+use bb8::{ErrorSink, Pool, RunError};
 use bb8_redis::RedisConnectionManager;
 use redis::aio::MultiplexedConnection;
 
@@ -22,7 +24,7 @@ use super::{AcquireReply, Keys, OpError};
 use crate::scripts;
 use crate::util::millis_ceil;
 
-type Slot = Mutex<Option<PooledConnection<'static, RedisConnectionManager>>>;
+type Slot = Mutex<Option<MultiplexedConnection>>;
 
 pub(crate) struct RedisBackend {
     pool: Pool<RedisConnectionManager>,
@@ -66,7 +68,7 @@ impl ErrorSink<redis::RedisError> for LastError {
 }
 
 impl RedisBackend {
-    /// `slots` connections are kept checked out of `pool` and shared.
+    /// Commands are spread over `slots` connection handles taken from `pool`.
     pub(crate) fn new(
         pool: Pool<RedisConnectionManager>,
         slots: usize,
@@ -89,9 +91,9 @@ impl RedisBackend {
     /// connection, filling the slot from the pool when it is empty.
     async fn connection(&self, i: usize) -> Result<MultiplexedConnection, OpError> {
         if let Some(conn) = self.lock_slot(i).as_ref() {
-            return Ok((**conn).clone());
+            return Ok(conn.clone());
         }
-        let pooled = self.pool.get_owned().await.map_err(|e| match e {
+        let pooled = self.pool.get().await.map_err(|e| match e {
             RunError::User(e) => OpError::Redis(e),
             RunError::TimedOut => OpError::Pool {
                 timeout: self.pool.config().connection_timeout,
@@ -99,18 +101,12 @@ impl RedisBackend {
             },
         })?;
         let conn = (*pooled).clone();
-        let mut slot = self.lock_slot(i);
-        if slot.is_none() {
-            *slot = Some(pooled);
-        }
-        // Else another command filled the slot meanwhile; ours goes back to the pool.
+        drop(pooled);
+        *self.lock_slot(i) = Some(conn.clone());
         Ok(conn)
     }
 
-    fn lock_slot(
-        &self,
-        i: usize,
-    ) -> std::sync::MutexGuard<'_, Option<PooledConnection<'static, RedisConnectionManager>>> {
+    fn lock_slot(&self, i: usize) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
         self.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -141,8 +137,8 @@ impl RedisBackend {
         if let Err(e) = &result
             && e.outcome_unknown()
         {
-            // Dropping the pooled connection returns it to the pool, whose
-            // check-out test (PING) discards it if it is really dead.
+            // The pool's check-out test (PING) discards the connection if it
+            // is really dead.
             self.lock_slot(i).take();
         }
         result

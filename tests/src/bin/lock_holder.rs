@@ -1,0 +1,40 @@
+//! A child process that takes a lock and holds it until it is killed, for
+//! the crash tests.
+//!
+//! Usage: `lock_holder <redis-url> <key> <ttl-ms> <watchdog: on|off>`.
+//! Prints `ACQUIRED <fencing-token>` once it holds the lock, then sleeps
+//! (at most 120 s, so a leaked child ends by itself).
+
+use std::time::Duration;
+
+use redlock_runtime::LockClient;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, key, ttl_ms, watchdog] = args.as_slice() else {
+        eprintln!("usage: lock_holder <redis-url> <key> <ttl-ms> <on|off>");
+        std::process::exit(2);
+    };
+    let ttl = Duration::from_millis(ttl_ms.parse().unwrap_or_else(|e| {
+        eprintln!("bad ttl-ms {ttl_ms:?}: {e}");
+        std::process::exit(2)
+    }));
+    let client = LockClient::connect(url.as_str()).await.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let guard = client
+        .lock(key.as_str())
+        .ttl(ttl)
+        .watchdog(watchdog == "on")
+        .acquire()
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        });
+    println!("ACQUIRED {}", guard.fencing_token());
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    drop(guard);
+}
