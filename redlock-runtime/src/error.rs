@@ -176,7 +176,7 @@ pub enum LostReason {
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Self::TokenGone => "Redis no longer holds this owner's token (the lease expired or the key was deleted)",
+            Self::TokenGone => "the lock no longer holds this owner's token (the lease expired or the key was deleted)",
             Self::Unconfirmed => "renewal could not reach Redis before the lease ran out",
             Self::Expired => "the lease ran out without renewal (the watchdog was off)",
         })
