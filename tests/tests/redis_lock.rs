@@ -525,3 +525,112 @@ async fn key_prefix_and_from_pool() {
         .await
         .expect("release");
 }
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_script_flush() {
+    let server = RedisServer::start().await;
+    let locks = client(&server.url()).await;
+    locks
+        .lock("s")
+        .acquire()
+        .await
+        .expect("loads the scripts")
+        .release()
+        .await
+        .expect("release");
+    let mut redis = raw(&server.url()).await;
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis)
+        .await
+        .expect("SCRIPT FLUSH");
+    // EVALSHA now answers NOSCRIPT; the client loads the script and retries.
+    let guard = locks
+        .lock("s")
+        .acquire()
+        .await
+        .expect("acquire after flush");
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis)
+        .await
+        .expect("SCRIPT FLUSH");
+    guard
+        .extend(Duration::from_secs(5))
+        .await
+        .expect("extend after flush");
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis)
+        .await
+        .expect("SCRIPT FLUSH");
+    guard.release().await.expect("release after flush");
+}
+
+#[tokio::test]
+async fn a_slow_redis_gives_a_typed_timeout_within_the_command_timeout() {
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let locks = LockClient::builder()
+        .url(proxy.url())
+        .command_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("client through the proxy");
+    proxy.set_latency(Duration::from_millis(400));
+    let started = Instant::now();
+    let err = locks.lock("slow").acquire().await.expect_err("too slow");
+    let took = started.elapsed();
+    assert!(
+        matches!(err, LockError::Timeout { .. }),
+        "a slow Redis is a timeout: {err:?}"
+    );
+    assert!(took < Duration::from_millis(400), "took {took:?}");
+    assert!(err.to_string().contains("`slow`"), "{err}");
+    proxy.set_latency(Duration::ZERO);
+    let guard = locks
+        .lock("slow")
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("works again once Redis is fast");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_is_a_clear_error() {
+    let server = RedisServer::start().await;
+    let manager =
+        redlock_runtime::bb8_redis::RedisConnectionManager::new(server.url()).expect("manager");
+    let pool = redlock_runtime::bb8::Pool::builder()
+        .max_size(1)
+        .connection_timeout(Duration::from_millis(300))
+        .build(manager)
+        .await
+        .expect("pool");
+    // The application holds the only connection.
+    let held = pool.get_owned().await.expect("the one connection");
+    let locks = LockClient::from_pool(pool.clone());
+    let started = Instant::now();
+    let err = locks
+        .lock("p")
+        .acquire()
+        .await
+        .expect_err("no connection to be had");
+    assert!(matches!(err, LockError::Pool { .. }), "{err:?}");
+    assert!(err.is_transient());
+    assert!(
+        err.to_string().contains("pool is exhausted"),
+        "says what to look at: {err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    drop(held);
+    locks
+        .lock("p")
+        .acquire()
+        .await
+        .expect("works once a connection is free")
+        .release()
+        .await
+        .expect("release");
+}
