@@ -128,7 +128,14 @@ async fn main() {
         .await
         .expect("raw connection");
     let script = Arc::new(redis::Script::new(RELEASE));
-    let client = LockClient::connect(url.as_str())
+    let pool_size: u32 = std::env::var("LOCKBENCH_POOL_SIZE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let client = LockClient::builder()
+        .url(url.as_str())
+        .pool_size(pool_size)
+        .build()
         .await
         .expect("lock client");
 
@@ -162,11 +169,14 @@ async fn main() {
         "{:<6} {:>11} {:>12} {:>9} {:>9} {:>9}",
         "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "ours/raw"
     );
-    for r in &results {
+    let ratio = |r: &Measured| {
         let raw = results
             .iter()
             .find(|b| b.name == "raw" && b.concurrency == r.concurrency)
-            .map_or(1.0, Measured::per_sec);
+            .map_or(f64::NAN, Measured::per_sec);
+        r.per_sec() / raw
+    };
+    for r in &results {
         println!(
             "{:<6} {:>11} {:>12.0} {:>9} {:>9} {:>9.2}",
             r.name,
@@ -174,14 +184,10 @@ async fn main() {
             r.per_sec(),
             r.percentile(0.50),
             r.percentile(0.99),
-            r.per_sec() / raw
+            ratio(r)
         );
     }
     for r in &results {
-        let raw = results
-            .iter()
-            .find(|b| b.name == "raw" && b.concurrency == r.concurrency)
-            .map_or(1.0, Measured::per_sec);
         println!(
             "{{\"scenario\":\"uncontended\",\"impl\":\"{}\",\"concurrency\":{},\"pairs\":{},\"seconds\":{:.3},\"pairs_per_sec\":{:.0},\"p50_us\":{},\"p99_us\":{},\"ratio_to_raw\":{:.3}}}",
             r.name,
@@ -191,7 +197,7 @@ async fn main() {
             r.per_sec(),
             r.percentile(0.50),
             r.percentile(0.99),
-            r.per_sec() / raw
+            ratio(r)
         );
     }
 }
