@@ -15,6 +15,7 @@ use crate::backoff::{RetryPolicy, next_sleep};
 use crate::error::{ConfigError, LockError, Operation};
 use crate::guard::LockGuard;
 use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
+use crate::watchdog::Watchdog;
 
 /// The shortest time an acquire attempt is given while waiting, even when
 /// less of the wait is left: a shorter limit could never see an answer.
@@ -50,6 +51,7 @@ pub struct LockClient {
 struct Inner {
     backend: Backend,
     settings: Settings,
+    watchdog: Watchdog,
 }
 
 #[derive(Debug, Clone)]
@@ -119,7 +121,11 @@ impl LockClient {
 
     fn with_backend(backend: Backend, settings: Settings) -> Self {
         Self {
-            inner: Arc::new(Inner { backend, settings }),
+            inner: Arc::new(Inner {
+                backend,
+                settings,
+                watchdog: Watchdog::default(),
+            }),
         }
     }
 
@@ -164,6 +170,21 @@ impl LockClient {
 
     pub(crate) fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.inner.watchdog
+    }
+
+    /// How many locks this client (and its clones) currently hold and watch.
+    pub fn held_locks(&self) -> usize {
+        self.inner.watchdog.watched()
+    }
+
+    /// How many renewal round trips the watchdog has sent so far: all locks
+    /// due together are renewed in one.
+    pub fn renewal_round_trips(&self) -> u64 {
+        self.inner.watchdog.round_trips()
     }
 
     /// Turns a backend failure into the public error for `key` and `op`.

@@ -7,20 +7,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::Keys;
 use crate::client::LockClient;
 use crate::error::{LockError, LostReason, Operation};
 use crate::util::validate_ttl;
-use crate::watchdog;
 
 /// A held lock.
 ///
-/// While the guard lives, a watchdog renews the lease every `ttl / 3` (unless
-/// the request turned it off). End it with [`release`](Self::release) to
+/// While the guard lives, the client's watchdog renews the lease at least
+/// every `ttl / 3` (unless the request turned it off). End it with [`release`](Self::release) to
 /// learn whether the lock was still yours; dropping the guard instead (an
 /// early return, a panic, a cancelled future) releases it from a spawned task
 /// within milliseconds, never blocking in `drop`.
@@ -32,20 +30,24 @@ use crate::watchdog;
 /// strictly increase with each acquisition of a key.
 pub struct LockGuard {
     shared: Arc<Shared>,
-    task: Option<JoinHandle<()>>,
+    /// The lock's id in the client's watchdog.
+    watch_id: u64,
     runtime: Option<tokio::runtime::Handle>,
     released: bool,
 }
 
-/// What the guard and its watchdog share.
+/// What the guard and the watchdog share.
 pub(crate) struct Shared {
     pub(crate) client: LockClient,
     pub(crate) keys: Keys,
     pub(crate) token: String,
     pub(crate) fence: u64,
+    /// Whether the watchdog renews the lease (else it only watches it end).
+    pub(crate) renew: bool,
+    /// Held by the watchdog while a renewal of this lock is in flight, and
+    /// by the release: no renewal is sent after a release.
+    pub(crate) renewal_gate: Arc<tokio::sync::Mutex<()>>,
     lease: Mutex<Lease>,
-    /// Wakes the watchdog when `extend` changed the lease.
-    pub(crate) lease_changed: Notify,
     lost: watch::Sender<Option<LostReason>>,
 }
 
@@ -60,6 +62,18 @@ pub(crate) struct Lease {
     /// (Redis received the command after it was sent), so this process may
     /// presume the lock held until then.
     pub(crate) deadline: Instant,
+    /// When a failed renewal is to be tried again.
+    pub(crate) retry_at: Option<Instant>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("key", &self.keys.user)
+            .field("fence", &self.fence)
+            .field("renew", &self.renew)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -76,7 +90,29 @@ impl Shared {
                 ttl,
                 sent,
                 deadline: sent + ttl,
+                retry_at: None,
             };
+        }
+    }
+
+    /// Schedules the next renewal attempt after a failure.
+    pub(crate) fn retry_at(&self, at: Instant) {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retry_at = Some(at);
+    }
+
+    /// When the watchdog next has to look at this lock.
+    pub(crate) fn next_due(&self) -> Instant {
+        let lease = self.lease();
+        if self.renew {
+            lease
+                .retry_at
+                .unwrap_or(lease.sent + lease.ttl / 3)
+                .min(lease.deadline)
+        } else {
+            lease.deadline
         }
     }
 
@@ -111,22 +147,24 @@ impl LockGuard {
         renew: bool,
     ) -> Self {
         let shared = Arc::new(Shared {
-            client,
+            client: client.clone(),
             keys,
             token,
             fence,
+            renew,
+            renewal_gate: Arc::new(tokio::sync::Mutex::new(())),
             lease: Mutex::new(Lease {
                 ttl,
                 sent,
                 deadline: sent + ttl,
+                retry_at: None,
             }),
-            lease_changed: Notify::new(),
             lost: watch::Sender::new(None),
         });
-        let task = tokio::spawn(watchdog::run(Arc::clone(&shared), renew));
+        let watch_id = client.watchdog().register(&client, Arc::clone(&shared));
         Self {
             shared,
-            task: Some(task),
+            watch_id,
             runtime: tokio::runtime::Handle::try_current().ok(),
             released: false,
         }
@@ -230,7 +268,7 @@ impl LockGuard {
         {
             Ok(true) => {
                 s.renewed(sent, ttl);
-                s.lease_changed.notify_one();
+                s.client.watchdog().lease_changed();
                 tracing::debug!(target: "redlock", key = %s.keys.user, ttl_ms = ttl.as_millis() as u64, "lock extended");
                 Ok(())
             }
@@ -251,15 +289,14 @@ impl LockGuard {
     /// [`LockRequest::acquire`](crate::LockRequest::acquire), in which case
     /// the lease ends by itself within the ttl.
     pub async fn release(mut self) -> Result<(), LockError> {
-        // The watchdog is stopped, and awaited, before the release is sent,
-        // so no renewal can follow it.
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
         let s = Arc::clone(&self.shared);
+        // Wait out a renewal in flight, and stop renewals, before the release
+        // is sent: no renewal can follow it.
+        let gate = s.renewal_gate.lock().await;
+        s.client.watchdog().deregister(self.watch_id);
         let limit = s.client.settings().command_timeout;
         let result = s.client.backend().release(&s.keys, &s.token, limit).await;
+        drop(gate);
         self.released = true;
         match result {
             Ok(true) => {
@@ -287,9 +324,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+        self.shared.client.watchdog().deregister(self.watch_id);
         if self.released {
             return;
         }
@@ -301,6 +336,7 @@ impl Drop for LockGuard {
         // A release that can no longer run (the runtime shut down) just
         // leaves the lease to run out.
         runtime.spawn(async move {
+            let _gate = shared.renewal_gate.lock().await;
             let limit = shared.client.settings().command_timeout;
             match shared
                 .client

@@ -634,3 +634,77 @@ async fn an_exhausted_pool_is_a_clear_error() {
         .await
         .expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
+    const LOCKS: usize = 1_000;
+    let server = RedisServer::start().await;
+    let locks = client(&server.url()).await;
+    let ttl = Duration::from_millis(900);
+    let mut guards = Vec::with_capacity(LOCKS);
+    // Taken over ~ a third of the ttl, so their renewals are not naturally aligned.
+    for i in 0..LOCKS {
+        guards.push(
+            locks
+                .lock(format!("batch:{i}"))
+                .ttl(ttl)
+                .acquire()
+                .await
+                .expect("acquire"),
+        );
+        if i % 100 == 99 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    assert_eq!(locks.held_locks(), LOCKS);
+    let before = locks.renewal_round_trips();
+    let mut redis = raw(&server.url()).await;
+    let hold = ttl * 3;
+    let started = Instant::now();
+    tokio::time::sleep(hold / 2).await;
+    // The renewal pipeline recovers from a flushed script cache (NOSCRIPT).
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut redis)
+        .await
+        .expect("SCRIPT FLUSH");
+    tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
+    let round_trips = locks.renewal_round_trips() - before;
+    eprintln!("{LOCKS} locks, {hold:?} hold: {round_trips} renewal round trips");
+
+    let lost: Vec<_> = guards
+        .iter()
+        .filter(|g| !g.is_held())
+        .map(|g| g.key())
+        .collect();
+    assert!(lost.is_empty(), "locks lost while renewed: {lost:?}");
+    let mut pipe = redis::pipe();
+    for i in 0..LOCKS {
+        pipe.get(format!("lock:{{batch:{i}}}"));
+    }
+    let stored: Vec<Option<String>> = pipe.query_async(&mut redis).await.expect("GETs");
+    for (guard, stored) in guards.iter().zip(&stored) {
+        assert_eq!(
+            stored.as_deref(),
+            Some(guard.token()),
+            "{} in Redis",
+            guard.key()
+        );
+    }
+    // Renewal period is ttl/3; at most two cohorts per period, plus the
+    // round trip that reloaded the flushed script.
+    let periods = hold.as_secs_f64() / (ttl / 3).as_secs_f64();
+    let allowed = (2.0 * periods).ceil() as u64 + 2;
+    assert!(
+        round_trips <= allowed,
+        "{round_trips} renewal round trips for {LOCKS} locks over {periods:.0} periods (allowed {allowed})"
+    );
+    assert!(
+        round_trips >= periods as u64 / 2,
+        "renewals happened: {round_trips}"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    assert_eq!(locks.held_locks(), 0);
+}

@@ -35,6 +35,14 @@ pub(crate) enum AcquireReply {
     Busy { pttl: Option<Duration> },
 }
 
+/// One lock to renew in a batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Renewal<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+}
+
 /// A failed backend call, before the client adds the key and operation.
 #[derive(Debug)]
 pub(crate) enum OpError {
@@ -102,6 +110,22 @@ impl Backend {
         match self {
             Self::Redis(b) => b.extend(keys, token, ttl, limit).await,
             Self::Memory(b) => Ok(b.extend(keys, token, ttl)),
+        }
+    }
+
+    /// Renews many locks in one round trip: for each, whether `token` still
+    /// held it (and the lease was reset), or why that is unknown.
+    pub(crate) async fn extend_many(
+        &self,
+        items: &[Renewal<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
+        match self {
+            Self::Redis(b) => b.extend_many(items, limit).await,
+            Self::Memory(b) => Ok(items
+                .iter()
+                .map(|r| Ok(b.extend(r.keys, r.token, r.ttl)))
+                .collect()),
         }
     }
 

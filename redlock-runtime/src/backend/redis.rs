@@ -20,7 +20,7 @@ use bb8::{ErrorSink, Pool, RunError};
 use bb8_redis::RedisConnectionManager;
 use redis::aio::MultiplexedConnection;
 
-use super::{AcquireReply, Keys, OpError};
+use super::{AcquireReply, Keys, OpError, Renewal};
 use crate::scripts;
 use crate::util::millis_ceil;
 
@@ -194,6 +194,53 @@ impl RedisBackend {
             })
             .await?;
         Ok(done == 1)
+    }
+
+    pub(crate) async fn extend_many(
+        &self,
+        items: &[Renewal<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for r in items {
+            pipe.cmd("EVALSHA")
+                .arg(scripts::EXTEND.get_hash())
+                .arg(1)
+                .arg(&r.keys.lock)
+                .arg(r.token)
+                .arg(millis_ceil(r.ttl));
+        }
+        let started = tokio::time::Instant::now();
+        let send = |limit| {
+            self.run(limit, |mut conn| {
+                let pipe = &pipe;
+                async move {
+                    pipe.query_async::<Vec<redis::RedisResult<i64>>>(&mut conn)
+                        .await
+                }
+            })
+        };
+        let mut answers = send(limit).await?;
+        let no_script = |a: &redis::RedisResult<i64>| matches!(a, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+        if answers.iter().any(no_script) {
+            // The script cache was flushed (or Redis restarted): load, resend.
+            let left = limit
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1));
+            self.run(left, |mut conn| async move {
+                scripts::EXTEND.prepare_invoke().load_async(&mut conn).await
+            })
+            .await?;
+            let left = limit
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1));
+            answers = send(left).await?;
+        }
+        Ok(answers
+            .into_iter()
+            .map(|a| a.map(|done| done == 1).map_err(OpError::Redis))
+            .collect())
     }
 
     pub(crate) async fn release(
