@@ -13,7 +13,8 @@ use crate::backend::redis::{LastError, RedisBackend};
 use crate::backend::{AcquireReply, Backend, Keys, OpError};
 use crate::backoff::{RetryPolicy, next_sleep};
 use crate::error::{ConfigError, LockError, Operation};
-use crate::guard::LockGuard;
+use crate::guard::{Hold, LockGuard, Taken};
+use crate::scope::{OnLost, Scope};
 use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
 use crate::watchdog::Watchdog;
 
@@ -143,6 +144,8 @@ impl LockClient {
             ttl: None,
             wait: Duration::ZERO,
             watchdog: true,
+            hold_at_least: None,
+            on_lost: OnLost::Cancel,
         }
     }
 
@@ -170,6 +173,11 @@ impl LockClient {
 
     pub(crate) fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    /// True when `other` is this client or a clone of it (one lock owner).
+    pub(crate) fn same_client(&self, other: &LockClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
@@ -473,6 +481,8 @@ pub struct LockRequest {
     ttl: Option<Duration>,
     wait: Duration,
     watchdog: bool,
+    hold_at_least: Option<Duration>,
+    on_lost: OnLost,
 }
 
 impl LockRequest {
@@ -499,9 +509,155 @@ impl LockRequest {
         self
     }
 
+    /// Keep other owners out for at least this long after the acquire, even
+    /// when the work ends sooner (ShedLock's `lockAtLeastFor`): releasing
+    /// then shortens the lease to what is left of the minimum instead of
+    /// deleting the lock. Measured on Redis's clock (`TIME` at acquire and at
+    /// release), never on a node's. For jobs deduplicated across nodes whose
+    /// clocks differ: a node whose tick comes a little late still finds the
+    /// lock held. Defaults to none.
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.hold_at_least = Some(hold);
+        self
+    }
+
+    /// What [`run`](Self::run) does with its body when the lock is lost
+    /// while the body runs. Defaults to [`OnLost::Cancel`].
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
+        self
+    }
+
     /// The key as given to [`LockClient::lock`].
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Runs `body` holding the lock: acquires (waiting as
+    /// [`acquire`](Self::acquire) does), runs the body, releases, and
+    /// returns the body's value.
+    ///
+    /// - Inside the body, [`current_lock`](crate::current_lock) gives the
+    ///   key, fencing token and state of the lock.
+    /// - **Reentrancy**: inside a `run` scope holding key K, another `run`
+    ///   (or `acquire`) of K through the same client (or a clone of it) in the
+    ///   same task succeeds at once, with no Redis round trip; the lock is
+    ///   released when the outermost scope ends. Ownership belongs to the
+    ///   task: another task, or another client, waits as usual, and a task
+    ///   started with `tokio::spawn` inside the scope is another owner (it
+    ///   would wait for the lock its parent holds).
+    /// - **Loss**: with [`OnLost::Cancel`] (the default), when the lock is
+    ///   lost the body's future is dropped at its current `.await` and `run`
+    ///   returns [`LockError::Lost`]; with [`OnLost::Signal`] the body runs
+    ///   on and can check `current_lock()`.
+    /// - A panic in the body, or dropping the `run` future, releases the lock
+    ///   as dropping a guard does.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use redlock_runtime::LockClient;
+    ///
+    /// let locks = LockClient::in_memory();
+    /// let total = locks
+    ///     .lock("cart:42")
+    ///     .wait(Duration::from_secs(5))
+    ///     .run(async {
+    ///         // A nested scope on the same key: no deadlock, no round trip.
+    ///         locks.lock("cart:42").run(async { 40 + 2 }).await
+    ///     })
+    ///     .await??;
+    /// assert_eq!(total, 42);
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); and [`LockError::Lost`] when the lock
+    /// was lost while the body ran (with `OnLost::Cancel`: the body was
+    /// stopped, or it finished but the release found the lock gone, so its
+    /// work may have overlapped with another holder's).
+    pub async fn run<F: Future>(self, body: F) -> Result<F::Output, LockError> {
+        let key = self.key.clone();
+        let wait = self.wait;
+        match self.run_scoped(body).await? {
+            Some(value) => Ok(value),
+            None if wait.is_zero() => Err(LockError::Busy { key }),
+            None => Err(LockError::WaitTimeout { key, waited: wait }),
+        }
+    }
+
+    /// Like [`run`](Self::run), but when another owner holds the lock (at
+    /// once, or for the whole wait) the body does not run and the result is
+    /// `Ok(None)`, logged at debug level only. For scheduled jobs
+    /// deduplicated across nodes: every node tries, one runs.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use redlock_runtime::LockClient;
+    ///
+    /// let locks = LockClient::in_memory();
+    /// let held = locks.lock("job:nightly").acquire().await?;
+    /// let ran = locks
+    ///     .lock("job:nightly")
+    ///     .hold_at_least(Duration::from_secs(30))
+    ///     .try_run(async { "report sent" })
+    ///     .await?;
+    /// assert_eq!(ran, None, "another node holds the job");
+    /// # drop(held);
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), less the busy cases.
+    pub async fn try_run<F: Future>(self, body: F) -> Result<Option<F::Output>, LockError> {
+        self.run_scoped(body).await
+    }
+
+    /// `None` when busy.
+    async fn run_scoped<F: Future>(self, body: F) -> Result<Option<F::Output>, LockError> {
+        if let Some(outer) = Scope::holding(&self.client, &self.key) {
+            let scope = Scope::enter(Arc::clone(&outer.shared), outer.depth + 1);
+            return Ok(Some(Scope::run(scope, body).await));
+        }
+        let on_lost = self.on_lost;
+        let key = self.key.clone();
+        let guard = match self.acquire_outcome().await? {
+            Outcome::Acquired(guard) => guard,
+            Outcome::Busy => {
+                tracing::debug!(target: "redlock", key = %key, "lock busy, body skipped");
+                return Ok(None);
+            }
+        };
+        let scope = Scope::enter(Arc::clone(guard.shared()), 1);
+        let body = Scope::run(scope, body);
+        let value = match on_lost {
+            OnLost::Cancel => {
+                let lost = guard.lost();
+                tokio::select! {
+                    biased;
+                    reason = lost => {
+                        tracing::warn!(target: "redlock", key = %key, %reason, "lock lost; body cancelled");
+                        let _ = guard.release().await;
+                        return Err(LockError::Lost { key, reason });
+                    }
+                    value = body => value,
+                }
+            }
+            OnLost::Signal => body.await,
+        };
+        match guard.release().await {
+            Ok(()) => Ok(Some(value)),
+            Err(e) if e.is_lost() && on_lost == OnLost::Cancel => Err(e),
+            Err(e) => {
+                // The body finished; the lease ends by itself. Signal mode
+                // left the decision to the body.
+                tracing::warn!(target: "redlock", key = %key, error = %e, "release after the body failed");
+                Ok(Some(value))
+            }
+        }
     }
 
     /// Takes the lock, waiting up to the request's wait while another owner
@@ -523,7 +679,7 @@ impl LockRequest {
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
         let key = self.key.clone();
         let wait = self.wait;
-        match self.run().await? {
+        match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Ok(guard),
             Outcome::Busy if wait.is_zero() => Err(LockError::Busy { key }),
             Outcome::Busy => Err(LockError::WaitTimeout { key, waited: wait }),
@@ -537,18 +693,30 @@ impl LockRequest {
     /// # Errors
     /// As [`acquire`](Self::acquire), less the busy cases.
     pub async fn try_acquire(self) -> Result<Option<LockGuard>, LockError> {
-        Ok(match self.run().await? {
+        Ok(match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => Some(guard),
             Outcome::Busy => None,
         })
     }
 
-    async fn run(self) -> Result<Outcome, LockError> {
+    async fn acquire_outcome(self) -> Result<Outcome, LockError> {
         validate_key(&self.key)?;
         let settings = self.client.settings();
         let ttl = self.ttl.unwrap_or(settings.default_ttl);
         validate_ttl("ttl", ttl)?;
         validate_wait(self.wait)?;
+        if let Some(hold) = self.hold_at_least {
+            validate_wait(hold).map_err(|_| ConfigError::InvalidDuration {
+                name: "hold_at_least",
+                value: hold,
+                reason: "at most 365 days is allowed",
+            })?;
+        }
+        if let Some(outer) = Scope::holding(&self.client, &self.key) {
+            return Ok(Outcome::Acquired(LockGuard::reentrant(Arc::clone(
+                &outer.shared,
+            ))));
+        }
 
         let keys = Keys::new(&settings.key_prefix, self.key);
         let token = uuid::Uuid::new_v4().to_string();
@@ -571,10 +739,10 @@ impl LockRequest {
             let (result, pttl) = match self
                 .client
                 .backend()
-                .acquire(&keys, &token, ttl, limit)
+                .acquire(&keys, &token, ttl, self.hold_at_least.is_some(), limit)
                 .await
             {
-                Ok(AcquireReply::Acquired { fence }) => {
+                Ok(AcquireReply::Acquired { fence, at_ms }) => {
                     tracing::debug!(
                         target: "redlock",
                         key = %keys.user,
@@ -585,12 +753,18 @@ impl LockRequest {
                     );
                     return Ok(Outcome::Acquired(LockGuard::new(
                         self.client.clone(),
-                        keys,
-                        token,
-                        fence,
-                        ttl,
-                        sent,
-                        self.watchdog,
+                        Taken {
+                            keys,
+                            token,
+                            fence,
+                            ttl,
+                            sent,
+                            renew: self.watchdog,
+                            hold: self
+                                .hold_at_least
+                                .zip(at_ms)
+                                .map(|(min, at_ms)| Hold { at_ms, min }),
+                        },
                     )));
                 }
                 Ok(AcquireReply::Busy { pttl }) => (Ok(()), pttl),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::Keys;
+use crate::backend::{HoldRelease, Keys, OpError};
 use crate::client::LockClient;
 use crate::error::{LockError, LostReason, Operation};
 use crate::util::validate_ttl;
@@ -30,8 +30,9 @@ use crate::util::validate_ttl;
 /// strictly increase with each acquisition of a key.
 pub struct LockGuard {
     shared: Arc<Shared>,
-    /// The lock's id in the client's watchdog.
-    watch_id: u64,
+    /// The lock's id in the client's watchdog; `None` for a reentrant guard,
+    /// which borrows the lock of an enclosing `run` scope of its task.
+    watch_id: Option<u64>,
     runtime: Option<tokio::runtime::Handle>,
     released: bool,
 }
@@ -44,11 +45,34 @@ pub(crate) struct Shared {
     pub(crate) fence: u64,
     /// Whether the watchdog renews the lease (else it only watches it end).
     pub(crate) renew: bool,
+    /// The minimum hold, and the acquire time on the store's clock.
+    pub(crate) hold: Option<Hold>,
     /// Held by the watchdog while a renewal of this lock is in flight, and
     /// by the release: no renewal is sent after a release.
     pub(crate) renewal_gate: Arc<tokio::sync::Mutex<()>>,
     lease: Mutex<Lease>,
     lost: watch::Sender<Option<LostReason>>,
+}
+
+/// What an acquire that succeeded hands to [`LockGuard::new`].
+#[derive(Debug)]
+pub(crate) struct Taken {
+    pub(crate) keys: Keys,
+    pub(crate) token: String,
+    pub(crate) fence: u64,
+    pub(crate) ttl: Duration,
+    /// When the acquire that took the lock was sent.
+    pub(crate) sent: Instant,
+    pub(crate) renew: bool,
+    pub(crate) hold: Option<Hold>,
+}
+
+/// A minimum hold (`hold_at_least`), measured on the store's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hold {
+    /// When the lock was acquired, on the store's clock (ms).
+    pub(crate) at_ms: u64,
+    pub(crate) min: Duration,
 }
 
 /// The lease as this process knows it.
@@ -120,6 +144,48 @@ impl Shared {
         *self.lost.borrow()
     }
 
+    /// Not known lost, and the lease last confirmed has not run out.
+    pub(crate) fn is_held(&self) -> bool {
+        self.lost_reason().is_none() && Instant::now() < self.lease().deadline
+    }
+
+    pub(crate) fn lost_future(&self) -> Lost {
+        let mut rx = self.lost.subscribe();
+        Lost {
+            inner: Box::pin(async move {
+                loop {
+                    if let Some(reason) = *rx.borrow_and_update() {
+                        return reason;
+                    }
+                    if rx.changed().await.is_err() {
+                        // The guard is gone and the lock was not lost.
+                        return std::future::pending().await;
+                    }
+                }
+            }),
+        }
+    }
+
+    /// Ends the lock on the store: deletes it, or, with a minimum hold not
+    /// yet over, leaves it to expire when the hold ends. `Ok(false)` when the
+    /// lock no longer held this owner's token.
+    pub(crate) async fn end(&self) -> Result<bool, OpError> {
+        let limit = self.client.settings().command_timeout;
+        let backend = self.client.backend();
+        match self.hold {
+            None => backend.release(&self.keys, &self.token, limit).await,
+            Some(hold) => {
+                let done = backend
+                    .release_after_hold(&self.keys, &self.token, hold.at_ms, hold.min, limit)
+                    .await?;
+                if done == HoldRelease::HeldUntilMinimum {
+                    tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");
+                }
+                Ok(done != HoldRelease::NotOwner)
+            }
+        }
+    }
+
     /// Marks the lock lost (once) and wakes every [`Lost`] future.
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         let first = self.lost.send_if_modified(|current| {
@@ -137,21 +203,23 @@ impl Shared {
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        client: LockClient,
-        keys: Keys,
-        token: String,
-        fence: u64,
-        ttl: Duration,
-        sent: Instant,
-        renew: bool,
-    ) -> Self {
+    pub(crate) fn new(client: LockClient, taken: Taken) -> Self {
+        let Taken {
+            keys,
+            token,
+            fence,
+            ttl,
+            sent,
+            renew,
+            hold,
+        } = taken;
         let shared = Arc::new(Shared {
             client: client.clone(),
             keys,
             token,
             fence,
             renew,
+            hold,
             renewal_gate: Arc::new(tokio::sync::Mutex::new(())),
             lease: Mutex::new(Lease {
                 ttl,
@@ -164,10 +232,32 @@ impl LockGuard {
         let watch_id = client.watchdog().register(&client, Arc::clone(&shared));
         Self {
             shared,
-            watch_id,
+            watch_id: Some(watch_id),
             runtime: tokio::runtime::Handle::try_current().ok(),
             released: false,
         }
+    }
+
+    /// A guard for a lock that an enclosing `run` scope of this task holds:
+    /// releasing or dropping it leaves the lock to that scope.
+    pub(crate) fn reentrant(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            watch_id: None,
+            runtime: None,
+            released: false,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// True for a guard that reentered a lock held by an enclosing
+    /// [`run`](crate::LockRequest::run) scope of the same task: releasing it
+    /// does nothing, the outer scope releases the lock.
+    pub fn is_reentrant(&self) -> bool {
+        self.watch_id.is_none()
     }
 
     /// The lock's key, as given to [`LockClient::lock`] (without the prefix).
@@ -194,9 +284,7 @@ impl LockGuard {
     /// True while the lock is presumed held: not released, not known lost,
     /// and the lease last confirmed has not run out.
     pub fn is_held(&self) -> bool {
-        !self.released
-            && self.shared.lost_reason().is_none()
-            && Instant::now() < self.shared.lease().deadline
+        !self.released && self.shared.is_held()
     }
 
     /// How long the lease is known to last from now (zero once lost or run out).
@@ -229,20 +317,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> Lost {
-        let mut rx = self.shared.lost.subscribe();
-        Lost {
-            inner: Box::pin(async move {
-                loop {
-                    if let Some(reason) = *rx.borrow_and_update() {
-                        return reason;
-                    }
-                    if rx.changed().await.is_err() {
-                        // The guard is gone and the lock was not lost.
-                        return std::future::pending().await;
-                    }
-                }
-            }),
-        }
+        self.shared.lost_future()
     }
 
     /// Resets the lease to `ttl` from now (the watchdog then renews with this
@@ -289,13 +364,17 @@ impl LockGuard {
     /// [`LockRequest::acquire`](crate::LockRequest::acquire), in which case
     /// the lease ends by itself within the ttl.
     pub async fn release(mut self) -> Result<(), LockError> {
+        let Some(watch_id) = self.watch_id else {
+            // Reentrant: the enclosing scope owns the lock.
+            self.released = true;
+            return Ok(());
+        };
         let s = Arc::clone(&self.shared);
         // Wait out a renewal in flight, and stop renewals, before the release
         // is sent: no renewal can follow it.
         let gate = s.renewal_gate.lock().await;
-        s.client.watchdog().deregister(self.watch_id);
-        let limit = s.client.settings().command_timeout;
-        let result = s.client.backend().release(&s.keys, &s.token, limit).await;
+        s.client.watchdog().deregister(watch_id);
+        let result = s.end().await;
         drop(gate);
         self.released = true;
         match result {
@@ -324,7 +403,10 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.shared.client.watchdog().deregister(self.watch_id);
+        let Some(watch_id) = self.watch_id else {
+            return; // reentrant: the enclosing scope owns the lock
+        };
+        self.shared.client.watchdog().deregister(watch_id);
         if self.released {
             return;
         }
@@ -337,13 +419,7 @@ impl Drop for LockGuard {
         // leaves the lease to run out.
         runtime.spawn(async move {
             let _gate = shared.renewal_gate.lock().await;
-            let limit = shared.client.settings().command_timeout;
-            match shared
-                .client
-                .backend()
-                .release(&shared.keys, &shared.token, limit)
-                .await
-            {
+            match shared.end().await {
                 Ok(true) => {
                     tracing::debug!(target: "redlock", key = %shared.keys.user, "lock released on drop")
                 }

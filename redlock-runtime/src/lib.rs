@@ -70,6 +70,7 @@ mod backoff;
 mod client;
 mod error;
 mod guard;
+mod scope;
 mod scripts;
 mod util;
 mod watchdog;
@@ -78,6 +79,7 @@ pub use backoff::RetryPolicy;
 pub use client::{LockClient, LockClientBuilder, LockRequest};
 pub use error::{ConfigError, LockError, LostReason, Operation};
 pub use guard::{LockGuard, Lost};
+pub use scope::{CurrentLock, OnLost, current_lock};
 pub use util::MAX_KEY_LEN;
 
 pub use bb8;

@@ -244,3 +244,190 @@ async fn mutual_exclusion_under_contention() {
     }
     assert_eq!(last_fence.load(Ordering::SeqCst), 400);
 }
+
+mod scoped {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use redlock_runtime::{LockClient, LockError, LostReason, OnLost, current_lock};
+    use tokio::time::Instant;
+
+    #[tokio::test(start_paused = true)]
+    async fn run_holds_the_lock_for_the_body_and_releases_after() {
+        let client = LockClient::in_memory();
+        let other = client.clone();
+        let value = client
+            .lock("r")
+            .run(async {
+                let held = current_lock().expect("in scope");
+                assert_eq!((held.key(), held.depth()), ("r", 1));
+                assert!(held.is_held());
+                // Another task is another owner: it finds the lock busy.
+                let busy = tokio::spawn(async move { other.lock("r").try_acquire().await })
+                    .await
+                    .expect("task")
+                    .expect("no error");
+                assert!(busy.is_none());
+                held.fencing_token()
+            })
+            .await
+            .expect("run");
+        assert_eq!(value, 1);
+        assert!(current_lock().is_none());
+        client
+            .lock("r")
+            .acquire()
+            .await
+            .expect("released after the body");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end() {
+        let client = LockClient::in_memory();
+        let depth = client
+            .lock("n")
+            .run(async {
+                let outer = current_lock().expect("outer").fencing_token();
+                let inner = client
+                    .lock("n")
+                    .run(async {
+                        let inner = current_lock().expect("inner");
+                        assert_eq!(inner.fencing_token(), outer, "same acquisition");
+                        // A reentrant guard: releasing it leaves the lock alone.
+                        let g = client.lock("n").acquire().await.expect("reenter");
+                        assert!(g.is_reentrant());
+                        g.release().await.expect("no-op");
+                        inner.depth()
+                    })
+                    .await
+                    .expect("inner run");
+                // Still held after the inner scope ended.
+                assert!(
+                    client
+                        .lock("n")
+                        .try_acquire()
+                        .await
+                        .expect("ok")
+                        .is_some_and(|g| g.is_reentrant())
+                );
+                inner
+            })
+            .await
+            .expect("outer run");
+        assert_eq!(depth, 2);
+        // A different key inside a scope is a normal acquisition.
+        let g = client
+            .lock("n")
+            .acquire()
+            .await
+            .expect("released by the outer scope");
+        assert!(!g.is_reentrant());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_run_is_an_error_and_try_run_skips_the_body() {
+        let client = LockClient::in_memory();
+        let _held = client.lock("j").acquire().await.expect("holder");
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let skipped = client
+            .lock("j")
+            .try_run(async move { flag.store(true, Ordering::SeqCst) })
+            .await
+            .expect("busy is not an error");
+        assert!(skipped.is_none());
+        assert!(!ran.load(Ordering::SeqCst), "the body must not run");
+        let err = client.lock("j").run(async {}).await.expect_err("busy");
+        assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_lock_cancels_the_body() {
+        let client = LockClient::in_memory();
+        let reached_end = Arc::new(AtomicBool::new(false));
+        let flag = reached_end.clone();
+        let started = Instant::now();
+        let err = client
+            .lock("c")
+            .ttl(Duration::from_secs(1))
+            .watchdog(false)
+            .run(async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                flag.store(true, Ordering::SeqCst);
+            })
+            .await
+            .expect_err("lost");
+        assert!(
+            matches!(
+                err,
+                LockError::Lost {
+                    reason: LostReason::Expired,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "cancelled at the loss"
+        );
+        assert!(!reached_end.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss() {
+        let client = LockClient::in_memory();
+        let saw = client
+            .lock("s")
+            .ttl(Duration::from_secs(1))
+            .watchdog(false)
+            .on_lost(OnLost::Signal)
+            .run(async {
+                let held = current_lock().expect("scope");
+                let reason = held.lost().await;
+                (reason, held.is_held())
+            })
+            .await
+            .expect("signal mode returns the body's value");
+        assert_eq!(saw, (LostReason::Expired, false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hold_at_least_keeps_others_out_until_the_minimum_ends() {
+        let client = LockClient::in_memory();
+        let started = Instant::now();
+        client
+            .lock("h")
+            .hold_at_least(Duration::from_secs(2))
+            .run(async { tokio::time::sleep(Duration::from_millis(10)).await })
+            .await
+            .expect("run");
+        assert!(client.lock("h").try_acquire().await.expect("ok").is_none());
+        let g = client
+            .lock("h")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("free after the hold");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(2) && took <= Duration::from_millis(2_050),
+            "{took:?}"
+        );
+        drop(g);
+        // A job longer than its minimum hold releases at once.
+        client
+            .lock("h2")
+            .hold_at_least(Duration::from_millis(100))
+            .run(tokio::time::sleep(Duration::from_millis(300)))
+            .await
+            .expect("run");
+        client
+            .lock("h2")
+            .acquire()
+            .await
+            .expect("deleted at the end");
+    }
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{AcquireReply, Keys};
+use super::{AcquireReply, HoldRelease, Keys};
 
 #[derive(Debug)]
 struct Lease {
@@ -24,9 +24,20 @@ struct State {
 
 /// Locks kept in a map in this process: ttl, fencing and token checks work as
 /// on Redis, but nothing is shared with other processes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct MemoryBackend {
     state: Mutex<State>,
+    /// The zero of this store's clock (what `TIME` is on Redis).
+    epoch: Instant,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl MemoryBackend {
@@ -34,8 +45,19 @@ impl MemoryBackend {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn acquire(&self, keys: &Keys, token: &str, ttl: Duration) -> AcquireReply {
+    fn now_ms(&self, now: Instant) -> u64 {
+        u64::try_from((now - self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        want_time: bool,
+    ) -> AcquireReply {
         let now = Instant::now();
+        let at_ms = want_time.then(|| self.now_ms(now));
         let mut state = self.state();
         state.since_sweep += 1;
         if state.since_sweep >= 1024 {
@@ -53,7 +75,7 @@ impl MemoryBackend {
             }
             lease.expires = now + ttl;
             let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
-            return AcquireReply::Acquired { fence };
+            return AcquireReply::Acquired { fence, at_ms };
         }
         let fence = state.fences.entry(keys.fence.clone()).or_insert(0);
         *fence += 1;
@@ -65,7 +87,33 @@ impl MemoryBackend {
                 expires: now + ttl,
             },
         );
-        AcquireReply::Acquired { fence }
+        AcquireReply::Acquired { fence, at_ms }
+    }
+
+    pub(crate) fn release_after_hold(
+        &self,
+        keys: &Keys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+    ) -> HoldRelease {
+        let now = Instant::now();
+        let now_ms = self.now_ms(now);
+        let mut state = self.state();
+        let Some(lease) = state.leases.get_mut(&keys.lock) else {
+            return HoldRelease::NotOwner;
+        };
+        if lease.token != token || lease.expires <= now {
+            return HoldRelease::NotOwner;
+        }
+        let end_ms = at_ms.saturating_add(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX));
+        if end_ms > now_ms {
+            lease.expires = now + Duration::from_millis(end_ms - now_ms);
+            HoldRelease::HeldUntilMinimum
+        } else {
+            state.leases.remove(&keys.lock);
+            HoldRelease::Deleted
+        }
     }
 
     pub(crate) fn extend(&self, keys: &Keys, token: &str, ttl: Duration) -> bool {

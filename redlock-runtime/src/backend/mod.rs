@@ -29,8 +29,9 @@ impl Keys {
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
-    /// The lock is ours, with this fencing token.
-    Acquired { fence: u64 },
+    /// The lock is ours, with this fencing token; `at_ms` is the time of the
+    /// acquire on the store's clock (Redis's `TIME`), when it was asked for.
+    Acquired { fence: u64, at_ms: Option<u64> },
     /// Another owner holds it; `pttl` is what is left of its lease, when known.
     Busy { pttl: Option<Duration> },
 }
@@ -91,11 +92,12 @@ impl Backend {
         keys: &Keys,
         token: &str,
         ttl: Duration,
+        want_time: bool,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         match self {
-            Self::Redis(b) => b.acquire(keys, token, ttl, limit).await,
-            Self::Memory(b) => Ok(b.acquire(keys, token, ttl)),
+            Self::Redis(b) => b.acquire(keys, token, ttl, want_time, limit).await,
+            Self::Memory(b) => Ok(b.acquire(keys, token, ttl, want_time)),
         }
     }
 
@@ -139,6 +141,34 @@ impl Backend {
         match self {
             Self::Redis(b) => b.release(keys, token, limit).await,
             Self::Memory(b) => Ok(b.release(keys, token)),
+        }
+    }
+}
+
+/// What a release that honours a minimum hold did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldRelease {
+    /// The lock no longer held this owner's token.
+    NotOwner,
+    /// The minimum hold was over: the lock is deleted.
+    Deleted,
+    /// The lease now ends when the minimum hold does.
+    HeldUntilMinimum,
+}
+
+impl Backend {
+    /// Releases, but keeps the lock until `at_ms + hold` on the store's clock.
+    pub(crate) async fn release_after_hold(
+        &self,
+        keys: &Keys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+        limit: Duration,
+    ) -> Result<HoldRelease, OpError> {
+        match self {
+            Self::Redis(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
+            Self::Memory(b) => Ok(b.release_after_hold(keys, token, at_ms, hold)),
         }
     }
 }

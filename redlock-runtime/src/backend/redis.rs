@@ -20,7 +20,7 @@ use bb8::{ErrorSink, Pool, RunError};
 use bb8_redis::RedisConnectionManager;
 use redis::aio::MultiplexedConnection;
 
-use super::{AcquireReply, Keys, OpError, Renewal};
+use super::{AcquireReply, HoldRelease, Keys, OpError, Renewal};
 use crate::scripts;
 use crate::util::millis_ceil;
 
@@ -149,29 +149,60 @@ impl RedisBackend {
         keys: &Keys,
         token: &str,
         ttl: Duration,
+        want_time: bool,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let ttl_ms = millis_ceil(ttl);
-        let (won, value): (i64, i64) = self
+        let reply: Vec<i64> = self
             .run(limit, |mut conn| async move {
                 scripts::ACQUIRE
                     .key(&keys.lock)
                     .key(&keys.fence)
                     .arg(token)
                     .arg(ttl_ms)
+                    .arg(if want_time { "1" } else { "0" })
                     .invoke_async(&mut conn)
                     .await
             })
             .await?;
-        Ok(if won == 1 {
+        let value = |i: usize| reply.get(i).copied().unwrap_or(-1);
+        Ok(if value(0) == 1 {
             AcquireReply::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
+                fence: u64::try_from(value(1)).unwrap_or(0),
+                at_ms: reply.get(2).and_then(|&t| u64::try_from(t).ok()),
             }
         } else {
             AcquireReply::Busy {
                 // -1: the key has no expiry (not one of ours); -2: gone already.
-                pttl: u64::try_from(value).ok().map(Duration::from_millis),
+                pttl: u64::try_from(value(1)).ok().map(Duration::from_millis),
             }
+        })
+    }
+
+    pub(crate) async fn release_after_hold(
+        &self,
+        keys: &Keys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+        limit: Duration,
+    ) -> Result<HoldRelease, OpError> {
+        let hold_ms = millis_ceil(hold);
+        let done: i64 = self
+            .run(limit, |mut conn| async move {
+                scripts::RELEASE_AFTER_HOLD
+                    .key(&keys.lock)
+                    .arg(token)
+                    .arg(at_ms)
+                    .arg(hold_ms)
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(match done {
+            1 => HoldRelease::Deleted,
+            2 => HoldRelease::HeldUntilMinimum,
+            _ => HoldRelease::NotOwner,
         })
     }
 

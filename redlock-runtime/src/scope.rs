@@ -1,0 +1,146 @@
+//! Scoped execution: the locks a task holds through
+//! [`LockRequest::run`](crate::LockRequest::run), reentrancy, and
+//! [`current_lock`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::client::LockClient;
+use crate::guard::{Lost, Shared};
+
+tokio::task_local! {
+    /// The innermost lock scope of the running task.
+    static SCOPE: Arc<Scope>;
+}
+
+/// One `run` scope: the lock it holds and the scopes around it.
+#[derive(Debug)]
+pub(crate) struct Scope {
+    pub(crate) shared: Arc<Shared>,
+    /// 1 for the scope that acquired the lock, +1 for each reentry.
+    pub(crate) depth: usize,
+    parent: Option<Arc<Scope>>,
+}
+
+impl Scope {
+    /// A scope for `shared` inside the current one (if any).
+    pub(crate) fn enter(shared: Arc<Shared>, depth: usize) -> Arc<Scope> {
+        Arc::new(Scope {
+            shared,
+            depth,
+            parent: SCOPE.try_with(Arc::clone).ok(),
+        })
+    }
+
+    /// Runs `fut` with `scope` as the task's innermost scope.
+    pub(crate) async fn run<F: Future>(scope: Arc<Scope>, fut: F) -> F::Output {
+        SCOPE.scope(scope, fut).await
+    }
+
+    /// The scope of this task holding `key` through `client`, if any.
+    pub(crate) fn holding(client: &LockClient, key: &str) -> Option<Arc<Scope>> {
+        let mut scope = SCOPE.try_with(Arc::clone).ok();
+        while let Some(s) = scope {
+            if s.shared.keys.user == key && s.shared.client.same_client(client) {
+                return Some(s);
+            }
+            scope = s.parent.clone();
+        }
+        None
+    }
+}
+
+/// What to do with a [`run`](crate::LockRequest::run) body when its lock is
+/// lost while it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the body's future at once (it stops at its current `.await`) and
+    /// return [`LockError::Lost`](crate::LockError::Lost). The default: work
+    /// that is no longer exclusive stops.
+    #[default]
+    Cancel,
+    /// Let the body run on; it can check [`current_lock`] (`is_held()`,
+    /// `lost()`) and decide. `run` then returns the body's value.
+    Signal,
+}
+
+/// The lock held by the innermost [`run`](crate::LockRequest::run) scope of
+/// the running task, or `None` outside any.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use redlock_runtime::{LockClient, current_lock};
+///
+/// let locks = LockClient::in_memory();
+/// let token = locks
+///     .lock("invoice:7")
+///     .run(async {
+///         let held = current_lock().expect("inside a run scope");
+///         assert_eq!(held.key(), "invoice:7");
+///         held.fencing_token()
+///     })
+///     .await?;
+/// assert_eq!(token, 1);
+/// assert!(current_lock().is_none());
+/// # Ok::<(), redlock_runtime::LockError>(())
+/// # }).unwrap();
+/// ```
+pub fn current_lock() -> Option<CurrentLock> {
+    SCOPE
+        .try_with(|scope| CurrentLock {
+            shared: Arc::clone(&scope.shared),
+            depth: scope.depth,
+        })
+        .ok()
+}
+
+/// A lock held by a [`run`](crate::LockRequest::run) scope of the running
+/// task; see [`current_lock`].
+#[derive(Clone)]
+pub struct CurrentLock {
+    shared: Arc<Shared>,
+    depth: usize,
+}
+
+impl CurrentLock {
+    /// The lock's key (without the client's prefix).
+    pub fn key(&self) -> &str {
+        &self.shared.keys.user
+    }
+
+    /// The fencing token of the acquisition (see
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
+    pub fn fencing_token(&self) -> u64 {
+        self.shared.fence
+    }
+
+    /// True while the lock is presumed held (see
+    /// [`LockGuard::is_held`](crate::LockGuard::is_held)).
+    pub fn is_held(&self) -> bool {
+        self.shared.is_held()
+    }
+
+    /// Completes when the lock is known or presumed lost (see
+    /// [`LockGuard::lost`](crate::LockGuard::lost)).
+    pub fn lost(&self) -> Lost {
+        self.shared.lost_future()
+    }
+
+    /// How many `run` scopes of this task hold this lock: 1 in the scope
+    /// that acquired it, 2 in a nested scope on the same key, and so on.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+impl fmt::Debug for CurrentLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CurrentLock")
+            .field("key", &self.key())
+            .field("fencing_token", &self.fencing_token())
+            .field("depth", &self.depth)
+            .field("held", &self.is_held())
+            .finish()
+    }
+}
