@@ -23,6 +23,7 @@ use crate::error::ConfigError;
 pub struct RetryPolicy {
     initial: Duration,
     max: Duration,
+    jitter: bool,
 }
 
 impl Default for RetryPolicy {
@@ -31,6 +32,7 @@ impl Default for RetryPolicy {
         Self {
             initial: Duration::from_millis(10),
             max: Duration::from_millis(200),
+            jitter: true,
         }
     }
 }
@@ -41,7 +43,19 @@ impl RetryPolicy {
     /// Both are checked when the client is built: `initial` must be at
     /// least 1 ms and `max` at least `initial`.
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Self { initial, max }
+        Self {
+            initial,
+            max,
+            jitter: true,
+        }
+    }
+
+    /// Whether sleeps are random in `[0, ceiling]` (full jitter, the
+    /// default) or exactly the ceiling. Without jitter, clients that collide
+    /// keep colliding: turn it off only for a single waiter, or in tests.
+    pub fn jitter(mut self, on: bool) -> Self {
+        self.jitter = on;
+        self
     }
 
     /// The first backoff ceiling.
@@ -81,6 +95,9 @@ impl RetryPolicy {
     /// A random sleep for retry number `attempt`, at least 1 ms.
     pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let ceiling = self.ceiling(attempt);
+        if !self.jitter {
+            return ceiling;
+        }
         let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
         Duration::from_nanos(fastrand::u64(0..=nanos)).max(Duration::from_millis(1))
     }

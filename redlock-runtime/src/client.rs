@@ -16,6 +16,7 @@ use crate::error::{ConfigError, LockError, Operation};
 use crate::guard::{Hold, LockGuard, Taken};
 use crate::scope::{OnLost, Scope};
 use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
+use crate::wakeups::{Wakeups, Watch};
 use crate::watchdog::Watchdog;
 
 /// The shortest time an acquire attempt is given while waiting, even when
@@ -53,6 +54,7 @@ struct Inner {
     backend: Backend,
     settings: Settings,
     watchdog: Watchdog,
+    wakeups: Wakeups,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +107,7 @@ impl LockClient {
         Self::with_backend(
             Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
             Settings::defaults("bb8 pool".to_owned()),
+            Wakeups::off(),
         )
     }
 
@@ -117,17 +120,23 @@ impl LockClient {
         Self::with_backend(
             Backend::Memory(MemoryBackend::default()),
             Settings::defaults("in-memory".to_owned()),
+            Wakeups::local(),
         )
     }
 
-    fn with_backend(backend: Backend, settings: Settings) -> Self {
+    fn with_backend(backend: Backend, settings: Settings, wakeups: Wakeups) -> Self {
         Self {
             inner: Arc::new(Inner {
                 backend,
                 settings,
                 watchdog: Watchdog::default(),
+                wakeups,
             }),
         }
+    }
+
+    pub(crate) fn wakeups(&self) -> &Wakeups {
+        &self.inner.wakeups
     }
 
     /// Starts a request for the lock named `key` (the client's key prefix is
@@ -401,23 +410,35 @@ impl LockClientBuilder {
     pub fn build_unchecked(self) -> Result<LockClient, LockError> {
         self.validate()?;
         let mut settings = self.settings;
-        let (pool, last_error) = match (self.pool, self.url) {
+        // The URL, when given, also opens the wake-up subscriber connection.
+        let url = match self.url {
+            Some(url) => {
+                let redacted = redact_url(&url);
+                let client =
+                    redis::Client::open(url.as_str()).map_err(|e| ConfigError::InvalidUrl {
+                        url: redacted.clone(),
+                        reason: scrub(&e.to_string(), &url),
+                    })?;
+                Some((client, redacted))
+            }
+            None => None,
+        };
+        let wakeups = match &url {
+            Some((client, _)) => Wakeups::subscriber(client.clone()),
+            None => Wakeups::off(),
+        };
+        let (pool, last_error, slots) = match (self.pool, url) {
             (Some(pool), _) => {
                 settings.target = "bb8 pool".to_owned();
                 let slots = usize::try_from(pool.config().max_size).unwrap_or(1);
-                return Ok(LockClient::with_backend(
-                    Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
-                    settings,
-                ));
+                (pool, LastError::default(), slots)
             }
-            (None, Some(url)) => {
-                let redacted = redact_url(&url);
-                let manager = RedisConnectionManager::new(url.as_str()).map_err(|e| {
-                    ConfigError::InvalidUrl {
+            (None, Some((client, redacted))) => {
+                let manager = RedisConnectionManager::new(client.get_connection_info().clone())
+                    .map_err(|e| ConfigError::InvalidUrl {
                         url: redacted.clone(),
-                        reason: scrub(&e.to_string(), &url),
-                    }
-                })?;
+                        reason: e.to_string(),
+                    })?;
                 let last_error = LastError::default();
                 // FIFO (bb8's default) with every connection kept idle makes
                 // successive check-outs hand out distinct connections.
@@ -428,14 +449,15 @@ impl LockClientBuilder {
                     .error_sink(Box::new(last_error.clone()))
                     .build_unchecked(manager);
                 settings.target = redacted;
-                (pool, last_error)
+                let slots = usize::try_from(self.pool_size).unwrap_or(1);
+                (pool, last_error, slots)
             }
             (None, None) => return Err(ConfigError::MissingRedis.into()),
         };
-        let slots = usize::try_from(self.pool_size).unwrap_or(1);
         Ok(LockClient::with_backend(
             Backend::Redis(RedisBackend::new(pool, slots, last_error)),
             settings,
+            wakeups,
         ))
     }
 
@@ -452,6 +474,7 @@ impl LockClientBuilder {
         Ok(LockClient::with_backend(
             Backend::Memory(MemoryBackend::default()),
             settings,
+            Wakeups::local(),
         ))
     }
 }
@@ -726,7 +749,18 @@ impl LockRequest {
         // Set once an attempt may have taken the lock without our hearing of it.
         let mut maybe_taken = false;
 
+        // Set after the first busy answer: wakes this waiter when the key is
+        // released (push), while backoff keeps polling as the fallback.
+        let mut watch: Option<Watch> = None;
         let last = loop {
+            let mut woken = watch
+                .as_ref()
+                .map(|w| Box::pin(Arc::clone(w.notify()).notified_owned()));
+            if let Some(woken) = woken.as_mut() {
+                // Registered before the attempt: a release published while
+                // it is in flight still wakes us.
+                woken.as_mut().enable();
+            }
             let remaining = deadline.saturating_duration_since(Instant::now());
             let limit = if self.wait.is_zero() {
                 settings.command_timeout
@@ -783,10 +817,32 @@ impl LockRequest {
             }
             if retries == 0 {
                 tracing::debug!(target: "redlock", key = %keys.user, wait_ms = self.wait.as_millis() as u64, "lock busy, waiting");
+                if result.is_ok() {
+                    woken = None;
+                    watch = self
+                        .client
+                        .wakeups()
+                        .watch(&keys.lock, remaining.min(MIN_ATTEMPT))
+                        .await;
+                    if watch.is_some() {
+                        // A release may have come before we subscribed: look
+                        // again at once, now that none can be missed.
+                        retries = 1;
+                        continue;
+                    }
+                }
             }
             let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
             retries = retries.saturating_add(1);
-            tokio::time::sleep(sleep).await;
+            match woken {
+                Some(woken) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(sleep) => {}
+                        () = woken => {}
+                    }
+                }
+                None => tokio::time::sleep(sleep).await,
+            }
         };
 
         let user_key = keys.user.clone();

@@ -173,13 +173,24 @@ impl Shared {
         let limit = self.client.settings().command_timeout;
         let backend = self.client.backend();
         match self.hold {
-            None => backend.release(&self.keys, &self.token, limit).await,
+            None => {
+                let released = backend.release(&self.keys, &self.token, limit).await?;
+                if released && matches!(backend, crate::backend::Backend::Memory(_)) {
+                    // Redis publishes from the release script.
+                    self.client.wakeups().released_locally(&self.keys.lock);
+                }
+                Ok(released)
+            }
             Some(hold) => {
                 let done = backend
                     .release_after_hold(&self.keys, &self.token, hold.at_ms, hold.min, limit)
                     .await?;
                 if done == HoldRelease::HeldUntilMinimum {
                     tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");
+                } else if done == HoldRelease::Deleted
+                    && matches!(backend, crate::backend::Backend::Memory(_))
+                {
+                    self.client.wakeups().released_locally(&self.keys.lock);
                 }
                 Ok(done != HoldRelease::NotOwner)
             }

@@ -73,6 +73,7 @@ mod guard;
 mod scope;
 mod scripts;
 mod util;
+mod wakeups;
 mod watchdog;
 
 pub use backoff::RetryPolicy;

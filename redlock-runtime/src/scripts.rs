@@ -48,15 +48,18 @@ return 0
     )
 });
 
-/// Deletes the lock if the token still holds it; never touches another
-/// owner's lock.
+/// Deletes the lock if the token still holds it, and publishes on the
+/// channel named like the lock key, which wakes the waiters; never touches
+/// another owner's lock.
 ///
 /// `KEYS[1]` lock; `ARGV[1]` token. Returns 1 or 0.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', KEYS[1], '')
+  return 1
 end
 return 0
 ",
@@ -84,6 +87,7 @@ if left > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[1], '')
 return 1
 ",
     )

@@ -1,0 +1,260 @@
+//! Push wake-ups for waiters: a release publishes on the lock's channel, and
+//! one shared subscriber connection per client wakes a waiter of that key
+//! at once (the one of this client that waited longest) instead of letting
+//! it sleep out its backoff. Only waiters on that key wake, and one per
+//! client, so a release does not send a herd to Redis for one free lock.
+//!
+//! A message can be missed (the subscriber reconnecting, a lease that ran
+//! out instead of being released): waiters therefore keep polling with
+//! backoff, capped by the holder's remaining lease, so a missed message
+//! delays a waiter by at most one backoff step and never strands it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::Notify;
+
+/// How long to wait before reconnecting a lost subscriber connection.
+const RECONNECT_DELAY: Duration = Duration::from_millis(200);
+
+/// The wake-up side of a client.
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mode: Mode,
+    state: Mutex<State>,
+    /// Ends the subscriber task when the client is dropped.
+    closed: Notify,
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// Redis: a subscriber connection opened with this client.
+    Subscriber(Box<redis::Client>),
+    /// In memory: releases in this process wake waiters directly.
+    Local,
+    /// No wake-ups (a client built from a pool alone has no URL to open a
+    /// subscriber connection with): waiters poll.
+    Off,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    channels: HashMap<String, Channel>,
+    /// The live subscriber connection's sink.
+    sink: Option<PubSubSink>,
+    running: bool,
+}
+
+#[derive(Debug)]
+struct Channel {
+    watchers: usize,
+    notify: Arc<Notify>,
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        self.inner.closed.notify_one();
+    }
+}
+
+impl Wakeups {
+    fn with_mode(mode: Mode) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                mode,
+                state: Mutex::default(),
+                closed: Notify::new(),
+            }),
+        }
+    }
+
+    /// Wake-ups through a subscriber connection to this Redis.
+    pub(crate) fn subscriber(client: redis::Client) -> Self {
+        Self::with_mode(Mode::Subscriber(Box::new(client)))
+    }
+
+    /// Wake-ups inside this process (the in-memory backend).
+    pub(crate) fn local() -> Self {
+        Self::with_mode(Mode::Local)
+    }
+
+    /// No wake-ups: waiters poll.
+    pub(crate) fn off() -> Self {
+        Self::with_mode(Mode::Off)
+    }
+
+    /// A release in this process (in-memory backend): wakes the key's
+    /// longest waiter.
+    pub(crate) fn released_locally(&self, channel: &str) {
+        if let Some(channel) = self.inner.state().channels.get(channel) {
+            channel.notify.notify_one();
+        }
+    }
+
+    /// Starts watching `channel`: the returned handle's notify fires when a
+    /// release is published there. Subscribing is bounded by `limit`; `None`
+    /// when this client has no subscriber (polling only).
+    pub(crate) async fn watch(&self, channel: &str, limit: Duration) -> Option<Watch> {
+        let needs_subscriber = match self.inner.mode {
+            Mode::Off => return None,
+            Mode::Local => false,
+            Mode::Subscriber(_) => true,
+        };
+        let (notify, sink) = {
+            let mut state = self.inner.state();
+            let entry = state
+                .channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    watchers: 0,
+                    notify: Arc::new(Notify::new()),
+                });
+            entry.watchers += 1;
+            let first = entry.watchers == 1;
+            let notify = Arc::clone(&entry.notify);
+            if needs_subscriber && !state.running {
+                state.running = true;
+                tokio::spawn(subscriber(Arc::clone(&self.inner)));
+            }
+            (notify, if first { state.sink.clone() } else { None })
+        };
+        if let Some(mut sink) = sink {
+            // Once subscribed, the next release of this key wakes us. When
+            // this fails or is slow, the subscriber task (re)subscribes on
+            // its next connect and polling covers the gap.
+            let _ = tokio::time::timeout(limit, sink.subscribe(channel)).await;
+        }
+        Some(Watch {
+            inner: Arc::clone(&self.inner),
+            channel: channel.to_owned(),
+            notify,
+        })
+    }
+}
+
+impl Inner {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A waiter's interest in one channel; unsubscribes with the last watcher.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    inner: Arc<Inner>,
+    channel: String,
+    notify: Arc<Notify>,
+}
+
+impl Watch {
+    /// Fires on the next release published for the key.
+    pub(crate) fn notify(&self) -> &Arc<Notify> {
+        &self.notify
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut state = self.inner.state();
+        let Some(channel) = state.channels.get_mut(&self.channel) else {
+            return;
+        };
+        channel.watchers -= 1;
+        if channel.watchers > 0 {
+            return;
+        }
+        state.channels.remove(&self.channel);
+        if let Some(mut sink) = state.sink.clone()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let channel = std::mem::take(&mut self.channel);
+            runtime.spawn(async move {
+                let _ = sink.unsubscribe(channel).await;
+            });
+        }
+    }
+}
+
+/// Keeps one subscriber connection up while the client lives: subscribes to
+/// every watched channel (again after a reconnect) and wakes the watchers
+/// of each message's channel.
+async fn subscriber(inner: Arc<Inner>) {
+    let Mode::Subscriber(client) = &inner.mode else {
+        return;
+    };
+    loop {
+        let connected = tokio::select! {
+            () = inner.closed.notified() => return,
+            c = tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()) => c,
+        };
+        let pubsub = match connected {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(error)) => {
+                tracing::debug!(target: "redlock", %error, "wake-up subscriber could not connect; waiters poll");
+                if closed_within(&inner, RECONNECT_DELAY).await {
+                    return;
+                }
+                continue;
+            }
+            Err(_) => {
+                tracing::debug!(target: "redlock", "wake-up subscriber connect timed out; waiters poll");
+                continue;
+            }
+        };
+        let (mut sink, mut stream) = pubsub.split();
+        let channels: Vec<String> = {
+            let mut state = inner.state();
+            state.sink = Some(sink.clone());
+            state.channels.keys().cloned().collect()
+        };
+        let mut subscribed = true;
+        for channel in &channels {
+            if let Err(error) = sink.subscribe(channel).await {
+                tracing::debug!(target: "redlock", %error, "wake-up subscribe failed; waiters poll");
+                subscribed = false;
+                break;
+            }
+        }
+        // Releases may have been missed while unsubscribed: wake everyone
+        // to look again.
+        for channel in inner.state().channels.values() {
+            channel.notify.notify_waiters();
+        }
+        if subscribed {
+            loop {
+                let msg = tokio::select! {
+                    () = inner.closed.notified() => return,
+                    msg = stream.next() => msg,
+                };
+                let Some(msg) = msg else { break };
+                let state = inner.state();
+                if let Some(channel) = state.channels.get(msg.get_channel_name()) {
+                    // One waiter per client and release: waking all of them
+                    // would send them all to Redis for one free lock.
+                    channel.notify.notify_one();
+                }
+            }
+        }
+        inner.state().sink = None;
+        tracing::debug!(target: "redlock", "wake-up subscriber connection lost; reconnecting");
+        if closed_within(&inner, RECONNECT_DELAY).await {
+            return;
+        }
+    }
+}
+
+/// Sleeps `delay`; true if the client was dropped meanwhile.
+async fn closed_within(inner: &Inner, delay: Duration) -> bool {
+    tokio::select! {
+        () = inner.closed.notified() => true,
+        () = tokio::time::sleep(delay) => false,
+    }
+}

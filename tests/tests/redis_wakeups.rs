@@ -1,0 +1,196 @@
+//! Push wake-ups: a release wakes a waiter at once; when no message comes
+//! (pub/sub unavailable, a lease that ran out), polling still gets it.
+
+use std::time::{Duration, Instant};
+
+use redlock_runtime::{LockClient, RetryPolicy};
+use redlock_tests::RedisServer;
+
+/// A client whose backoff alone sleeps exactly 2 s between attempts.
+async fn slow_poller(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+        .build()
+        .await
+        .expect("connect to the test Redis")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_within_50ms() {
+    let server = RedisServer::start().await;
+    let holder_client = LockClient::connect(server.url()).await.expect("connect");
+    let waiter_client = slow_poller(&server.url()).await;
+    let holder = holder_client.lock("push").acquire().await.expect("holder");
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_client
+            .lock("push")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("acquire");
+        (Instant::now(), guard)
+    });
+    // Let the waiter take its first busy answer and subscribe: polling
+    // would now sleep 2 s.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let (acquired, _guard) = waiter.await.expect("waiter");
+    let delay = acquired.saturating_duration_since(released);
+    assert!(
+        delay <= Duration::from_millis(50),
+        "woken {delay:?} after the release; its backoff alone would have slept 2 s"
+    );
+}
+
+/// How many EVALSHA calls Redis has served.
+async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_waiters_on_the_released_key_wake() {
+    let server = RedisServer::start().await;
+    let mut admin = redis::Client::open(server.url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let holders = LockClient::connect(server.url()).await.expect("connect");
+    let waiters = slow_poller(&server.url()).await;
+    // Load the scripts, so no NOSCRIPT retry adds to the count below.
+    holders
+        .lock("warm-up")
+        .acquire()
+        .await
+        .expect("warm-up")
+        .release()
+        .await
+        .expect("warm-up release");
+    let a = holders.lock("key-a").acquire().await.expect("a");
+    let _b = holders.lock("key-b").acquire().await.expect("b");
+    let on_b = tokio::spawn({
+        let waiters = waiters.clone();
+        async move {
+            waiters
+                .lock("key-b")
+                .wait(Duration::from_secs(3))
+                .try_acquire()
+                .await
+        }
+    });
+    let on_a = tokio::spawn({
+        let waiters = waiters.clone();
+        async move {
+            waiters
+                .lock("key-a")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        }
+    });
+    // Both waiters have taken their busy answers and sleep their 2 s backoff.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = evalsha_calls(&mut admin).await;
+    a.release().await.expect("release a");
+    // Held until the count is taken: its release would be counted too.
+    let _guard_a = on_a.await.expect("task").expect("the key-a waiter wakes");
+    let after = evalsha_calls(&mut admin).await;
+    assert_eq!(
+        after - before,
+        2,
+        "the release and the key-a waiter's acquire only: a woken key-b waiter would add an attempt"
+    );
+    assert!(on_b.await.expect("task").expect("no error").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_pub_sub_cut_the_waiter_still_acquires_by_polling() {
+    let server = RedisServer::start().await;
+    // The waiter's user may not subscribe to anything: no push can reach it.
+    let mut admin = redis::Client::open(server.url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "waiter",
+            "on",
+            ">pw",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ])
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let holder_client = LockClient::connect(server.url()).await.expect("connect");
+    let waiter_client = LockClient::builder()
+        .url(format!("redis://waiter:pw@127.0.0.1:{}", server.port()))
+        .retry(
+            RetryPolicy::new(Duration::from_millis(300), Duration::from_millis(300)).jitter(false),
+        )
+        .build()
+        .await
+        .expect("waiter connects");
+    let holder = holder_client.lock("cut").acquire().await.expect("holder");
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_client
+            .lock("cut")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("acquire");
+        (Instant::now(), guard)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let (acquired, _guard) = waiter.await.expect("waiter");
+    let delay = acquired.saturating_duration_since(released);
+    assert!(
+        delay <= Duration::from_millis(300 + 100),
+        "polling got it {delay:?} after the release (one backoff step is 300 ms)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_found_by_polling_capped_by_its_pttl() {
+    let server = RedisServer::start().await;
+    let holder_client = LockClient::connect(server.url()).await.expect("connect");
+    let waiter_client = slow_poller(&server.url()).await;
+    // The holder dies (no release, no message): its lease runs out.
+    let holder = holder_client
+        .lock("expires")
+        .ttl(Duration::from_millis(700))
+        .watchdog(false)
+        .acquire()
+        .await
+        .expect("holder");
+    let expires_at = Instant::now() + Duration::from_millis(700);
+    std::mem::forget(holder);
+    let guard = waiter_client
+        .lock("expires")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("acquire");
+    let late = Instant::now().saturating_duration_since(expires_at);
+    assert!(
+        late <= Duration::from_millis(100),
+        "acquired {late:?} after the lease ran out; a 2 s backoff is capped by the holder's PTTL"
+    );
+    drop(guard);
+}
