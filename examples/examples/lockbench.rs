@@ -1416,9 +1416,9 @@ async fn main() {
     let mut contended_runs = Vec::new();
     if cfg.run_contended {
         contended_runs.push(contended_ours(&url, &cfg, "ours", ours_request).await);
-        // Fair mode: once `LockRequest::fair` exists, add this one line here:
-        //   contended_runs.push(contended_ours(&url, &cfg, "ours-fair", |c, k| ours_request(c, k).fair()).await);
-        // The targets section then judges the "ours-fair" row.
+        // The targets section judges the fair row.
+        contended_runs
+            .push(contended_ours(&url, &cfg, "ours-fair", |c, k| ours_request(c, k).fair()).await);
         contended_runs.push(contended_rslock(&url, &cfg).await);
         contended_runs.push(contended_raw(&url, &cfg).await);
     }

@@ -155,6 +155,7 @@ impl LockClient {
             watchdog: true,
             hold_at_least: None,
             on_lost: OnLost::Cancel,
+            fair: false,
         }
     }
 
@@ -506,6 +507,7 @@ pub struct LockRequest {
     watchdog: bool,
     hold_at_least: Option<Duration>,
     on_lost: OnLost,
+    fair: bool,
 }
 
 impl LockRequest {
@@ -541,6 +543,28 @@ impl LockRequest {
     /// lock held. Defaults to none.
     pub fn hold_at_least(mut self, hold: Duration) -> Self {
         self.hold_at_least = Some(hold);
+        self
+    }
+
+    /// Serve waiters in arrival order (Redisson's FairLock).
+    ///
+    /// Waiters queue in Redis (a list beside the lock, with each waiter's
+    /// presence in a sorted set). The lock goes to the first live waiter, and
+    /// a release wakes exactly that waiter. A waiter keeps its place while it
+    /// keeps asking: it asks again on every wake-up and backoff step, and
+    /// its place lasts three backoff ceilings plus one command timeout
+    /// (1.1 s by default) after each ask. So a waiter that gives up (its wait
+    /// ran out) or is cancelled leaves the line at once, and one whose process
+    /// died leaves it within that time; neither blocks the line for longer.
+    ///
+    /// The default is **not** fair: the first to ask after a release wins.
+    /// That needs no queue and is the fastest when locks are rarely
+    /// contended, but under heavy contention a releaser that asks again at
+    /// once can take the lock back over and over. Use `fair()` where waiters
+    /// must not starve; every client locking a key must use the same mode
+    /// (an unfair acquire does not look at the line).
+    pub fn fair(mut self) -> Self {
+        self.fair = true;
         self
     }
 
@@ -752,6 +776,10 @@ impl LockRequest {
         // Set after the first busy answer: wakes this waiter when the key is
         // released (push), while backoff keeps polling as the fallback.
         let mut watch: Option<Watch> = None;
+        // Fair mode: our place in the line, given up when this future ends
+        // without the lock (gave up, failed or was dropped).
+        let mut seat: Option<Seat> = None;
+        let presence = settings.retry.max() * 3 + settings.command_timeout;
         let last = loop {
             let mut woken = watch
                 .as_ref()
@@ -770,13 +798,29 @@ impl LockRequest {
                     .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
             };
             let sent = Instant::now();
-            let (result, pttl) = match self
-                .client
-                .backend()
-                .acquire(&keys, &token, ttl, self.hold_at_least.is_some(), limit)
-                .await
-            {
+            let want_time = self.hold_at_least.is_some();
+            let attempt = if self.fair {
+                seat.get_or_insert_with(|| Seat {
+                    client: self.client.clone(),
+                    keys: keys.clone(),
+                    token: token.clone(),
+                    armed: true,
+                });
+                self.client
+                    .backend()
+                    .acquire_fair(&keys, &token, ttl, presence, want_time, limit)
+                    .await
+            } else {
+                self.client
+                    .backend()
+                    .acquire(&keys, &token, ttl, want_time, limit)
+                    .await
+            };
+            let (result, pttl) = match attempt {
                 Ok(AcquireReply::Acquired { fence, at_ms }) => {
+                    if let Some(seat) = seat.as_mut() {
+                        seat.armed = false; // the acquire took us out of the line
+                    }
                     tracing::debug!(
                         target: "redlock",
                         key = %keys.user,
@@ -794,6 +838,7 @@ impl LockRequest {
                             ttl,
                             sent,
                             renew: self.watchdog,
+                            fair: self.fair,
                             hold: self
                                 .hold_at_least
                                 .zip(at_ms)
@@ -822,7 +867,11 @@ impl LockRequest {
                     watch = self
                         .client
                         .wakeups()
-                        .watch(&keys.lock, remaining.min(MIN_ATTEMPT))
+                        .watch(
+                            &keys.lock,
+                            self.fair.then_some(token.as_str()),
+                            remaining.min(MIN_ATTEMPT),
+                        )
                         .await;
                     if watch.is_some() {
                         // A release may have come before we subscribed: look
@@ -865,4 +914,40 @@ impl LockRequest {
 enum Outcome {
     Acquired(LockGuard),
     Busy,
+}
+
+/// A fair waiter's place in the line: dropped while armed (the acquire gave
+/// up, failed or was cancelled), it leaves the line so it blocks no one.
+struct Seat {
+    client: LockClient,
+    keys: Keys,
+    token: String,
+    armed: bool,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the place runs out with its presence
+        };
+        let client = self.client.clone();
+        let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
+        let token = std::mem::take(&mut self.token);
+        runtime.spawn(async move {
+            let limit = client.settings().command_timeout;
+            match client.backend().leave_queue(&keys, &token, limit).await {
+                Ok(next) => {
+                    if next.is_some() {
+                        client.wakeups().released_locally(&keys.lock, next.as_deref());
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(target: "redlock", key = %keys.user, ?error, "leaving the fair queue failed; the place runs out by itself")
+                }
+            }
+        });
+    }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) fence: u64,
     /// Whether the watchdog renews the lease (else it only watches it end).
     pub(crate) renew: bool,
+    /// Taken in fair mode: the release wakes the first waiter in line.
+    pub(crate) fair: bool,
     /// The minimum hold, and the acquire time on the store's clock.
     pub(crate) hold: Option<Hold>,
     /// Held by the watchdog while a renewal of this lock is in flight, and
@@ -64,6 +66,7 @@ pub(crate) struct Taken {
     /// When the acquire that took the lock was sent.
     pub(crate) sent: Instant,
     pub(crate) renew: bool,
+    pub(crate) fair: bool,
     pub(crate) hold: Option<Hold>,
 }
 
@@ -173,11 +176,22 @@ impl Shared {
         let limit = self.client.settings().command_timeout;
         let backend = self.client.backend();
         match self.hold {
+            None if self.fair => {
+                let (released, next) = backend.release_fair(&self.keys, &self.token, limit).await?;
+                if released && matches!(backend, crate::backend::Backend::Memory(_)) {
+                    // Redis publishes from the release script.
+                    self.client
+                        .wakeups()
+                        .released_locally(&self.keys.lock, next.as_deref());
+                }
+                Ok(released)
+            }
             None => {
                 let released = backend.release(&self.keys, &self.token, limit).await?;
                 if released && matches!(backend, crate::backend::Backend::Memory(_)) {
-                    // Redis publishes from the release script.
-                    self.client.wakeups().released_locally(&self.keys.lock);
+                    self.client
+                        .wakeups()
+                        .released_locally(&self.keys.lock, None);
                 }
                 Ok(released)
             }
@@ -190,7 +204,9 @@ impl Shared {
                 } else if done == HoldRelease::Deleted
                     && matches!(backend, crate::backend::Backend::Memory(_))
                 {
-                    self.client.wakeups().released_locally(&self.keys.lock);
+                    self.client
+                        .wakeups()
+                        .released_locally(&self.keys.lock, None);
                 }
                 Ok(done != HoldRelease::NotOwner)
             }
@@ -222,6 +238,7 @@ impl LockGuard {
             ttl,
             sent,
             renew,
+            fair,
             hold,
         } = taken;
         let shared = Arc::new(Shared {
@@ -230,6 +247,7 @@ impl LockGuard {
             token,
             fence,
             renew,
+            fair,
             hold,
             renewal_gate: Arc::new(tokio::sync::Mutex::new(())),
             lease: Mutex::new(Lease {

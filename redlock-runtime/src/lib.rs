@@ -32,14 +32,27 @@
 //! - **Release** and **extend** are Lua compare-then-act scripts: they act only
 //!   while the key still holds this owner's token, so a lock that expired and
 //!   passed to someone else is never deleted or extended by its old owner.
-//! - **Waiting** retries with exponential backoff and full jitter
-//!   ([`RetryPolicy`]), each sleep cut to the holder's remaining lease and to
-//!   the wait left.
-//! - **The watchdog** renews the lease every `ttl / 3` while the
-//!   [`LockGuard`] lives and stops before the release is sent. When a renewal
+//! - **Waiting** is woken by the release itself: releases publish on a
+//!   channel named like the key, and one subscriber connection per client
+//!   wakes that key's waiter at once. Polling with exponential backoff and
+//!   full jitter ([`RetryPolicy`]), each sleep cut to the holder's remaining
+//!   lease and to the wait left, stays as the fallback, so a missed message
+//!   (or a lease that ran out) never strands a waiter.
+//! - **Fair mode** ([`LockRequest::fair`]) serves waiters in arrival order
+//!   through a queue kept in Redis; the default is first-come-after-release,
+//!   which needs no queue.
+//! - **The watchdog**, one task per client, renews every held lock at least
+//!   every `ttl / 3`, batching all locks due together into one pipelined
+//!   round trip, and never after the lock's release was sent. When a renewal
 //!   finds the token gone, or cannot reach Redis before the lease would have
 //!   run out, [`LockGuard::lost`] completes and [`LockGuard::is_held`] turns
 //!   false.
+//! - **Scoped execution** ([`LockRequest::run`], [`LockRequest::try_run`])
+//!   runs a future holding the lock, gives it [`current_lock`], stops it when
+//!   the lock is lost ([`OnLost`]), and is reentrant per task: a nested scope
+//!   on the same key through the same client costs no round trip.
+//! - **Scheduler holds** ([`LockRequest::hold_at_least`]) keep other nodes
+//!   out for a minimum time measured on Redis's clock.
 //! - **Fencing tokens** ([`LockGuard::fencing_token`]) strictly increase with
 //!   each acquisition of a key; the counter never expires. Pass the token to
 //!   the store you write to, and have it reject lower tokens.

@@ -92,3 +92,117 @@ return 1
 ",
     )
 });
+
+/// Shared Lua for the fair scripts: Redis's clock in ms, and dropping the
+/// waiters at the head of the queue whose presence ran out.
+const FAIR_PRELUDE: &str = r"
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function purge(queue, waiters, now)
+  while true do
+    local head = redis.call('LINDEX', queue, 0)
+    if not head then return nil end
+    local until_ms = redis.call('ZSCORE', waiters, head)
+    if until_ms and tonumber(until_ms) > now then return head end
+    redis.call('LPOP', queue)
+    redis.call('ZREM', waiters, head)
+  end
+end
+";
+
+/// Fair acquire: the lock goes to the first live waiter in arrival order.
+///
+/// `KEYS` lock, fence, queue (list of waiter tokens), waiters (zset: token
+/// -> presence deadline, ms on Redis's clock); `ARGV[1]` token, `ARGV[2]`
+/// ttl (ms), `ARGV[3]` presence (ms): how long this waiter keeps its place
+/// without asking again, `ARGV[4]` `1` to return Redis's clock.
+/// Returns as [`ACQUIRE`] (with pttl -3: free, but another waiter is first).
+///
+/// The hand-off path (the lock is free and the caller is first in line, or
+/// no one waits) reads no clock and purges nothing.
+pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{FAIR_PRELUDE}{}",
+        r"
+local holder = redis.call('GET', KEYS[1])
+local fence
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+else
+  local first = false
+  if not holder then
+    local head = redis.call('LINDEX', KEYS[3], 0)
+    if head == ARGV[1] then
+      redis.call('LPOP', KEYS[3])
+      redis.call('ZREM', KEYS[4], ARGV[1])
+      first = true
+    elseif not head then
+      first = true
+    end
+  end
+  if not first then
+    local now = clock()
+    local head = purge(KEYS[3], KEYS[4], now)
+    if holder or (head and head ~= ARGV[1]) then
+      if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+        redis.call('RPUSH', KEYS[3], ARGV[1])
+      end
+      local presence = tonumber(ARGV[3])
+      redis.call('ZADD', KEYS[4], now + presence, ARGV[1])
+      redis.call('PEXPIRE', KEYS[3], presence * 2)
+      redis.call('PEXPIRE', KEYS[4], presence * 2)
+      if holder then return {0, redis.call('PTTL', KEYS[1])} end
+      return {0, -3}
+    end
+    if head then
+      redis.call('LPOP', KEYS[3])
+      redis.call('ZREM', KEYS[4], ARGV[1])
+    end
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  fence = redis.call('INCR', KEYS[2])
+end
+if ARGV[4] == '1' then return {1, fence, clock()} end
+return {1, fence}
+"
+    ))
+});
+
+/// Fair release: deletes the lock if the token holds it and publishes the
+/// token first in line, which wakes exactly that waiter. (A dead waiter at
+/// the head is dropped by the next ask of any other waiter, which comes
+/// within its presence.)
+///
+/// `KEYS` lock, queue; `ARGV[1]` token. Returns 1 or 0.
+pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
+return 1
+",
+    )
+});
+
+/// A fair waiter gives up: leaves the queue, and if that frees the line for
+/// the next waiter while the lock is free, wakes it.
+///
+/// `KEYS` lock, queue, waiters; `ARGV[1]` token. Returns 1.
+pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{FAIR_PRELUDE}{}",
+        r"
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local head = purge(KEYS[2], KEYS[3], clock())
+  if head then redis.call('PUBLISH', KEYS[1], head) end
+end
+return 1
+"
+    ))
+});

@@ -56,7 +56,27 @@ struct State {
 #[derive(Debug)]
 struct Channel {
     watchers: usize,
+    /// Wakes the channel's longest waiter (a plain release).
     notify: Arc<Notify>,
+    /// Fair waiters by token: a fair release names the one to wake.
+    targets: HashMap<String, Arc<Notify>>,
+}
+
+impl Channel {
+    /// Wakes the waiter a release message names, else the longest waiter.
+    fn wake(&self, named: &str) {
+        match self.targets.get(named) {
+            Some(target) => target.notify_one(),
+            None => self.notify.notify_one(),
+        }
+    }
+
+    fn wake_all(&self) {
+        self.notify.notify_waiters();
+        for target in self.targets.values() {
+            target.notify_one();
+        }
+    }
 }
 
 impl Drop for Wakeups {
@@ -91,18 +111,24 @@ impl Wakeups {
         Self::with_mode(Mode::Off)
     }
 
-    /// A release in this process (in-memory backend): wakes the key's
-    /// longest waiter.
-    pub(crate) fn released_locally(&self, channel: &str) {
+    /// A release in this process (in-memory backend): wakes the named fair
+    /// waiter, else the key's longest waiter.
+    pub(crate) fn released_locally(&self, channel: &str, named: Option<&str>) {
         if let Some(channel) = self.inner.state().channels.get(channel) {
-            channel.notify.notify_one();
+            channel.wake(named.unwrap_or(""));
         }
     }
 
     /// Starts watching `channel`: the returned handle's notify fires when a
-    /// release is published there. Subscribing is bounded by `limit`; `None`
+    /// release is published there (for a fair waiter, `target` its token:
+    /// when the release names it). Subscribing is bounded by `limit`; `None`
     /// when this client has no subscriber (polling only).
-    pub(crate) async fn watch(&self, channel: &str, limit: Duration) -> Option<Watch> {
+    pub(crate) async fn watch(
+        &self,
+        channel: &str,
+        target: Option<&str>,
+        limit: Duration,
+    ) -> Option<Watch> {
         let needs_subscriber = match self.inner.mode {
             Mode::Off => return None,
             Mode::Local => false,
@@ -116,10 +142,19 @@ impl Wakeups {
                 .or_insert_with(|| Channel {
                     watchers: 0,
                     notify: Arc::new(Notify::new()),
+                    targets: HashMap::new(),
                 });
             entry.watchers += 1;
             let first = entry.watchers == 1;
-            let notify = Arc::clone(&entry.notify);
+            let notify = match target {
+                Some(token) => Arc::clone(
+                    entry
+                        .targets
+                        .entry(token.to_owned())
+                        .or_insert_with(|| Arc::new(Notify::new())),
+                ),
+                None => Arc::clone(&entry.notify),
+            };
             if needs_subscriber && !state.running {
                 state.running = true;
                 tokio::spawn(subscriber(Arc::clone(&self.inner)));
@@ -135,6 +170,7 @@ impl Wakeups {
         Some(Watch {
             inner: Arc::clone(&self.inner),
             channel: channel.to_owned(),
+            target: target.map(str::to_owned),
             notify,
         })
     }
@@ -151,6 +187,7 @@ impl Inner {
 pub(crate) struct Watch {
     inner: Arc<Inner>,
     channel: String,
+    target: Option<String>,
     notify: Arc<Notify>,
 }
 
@@ -167,6 +204,9 @@ impl Drop for Watch {
         let Some(channel) = state.channels.get_mut(&self.channel) else {
             return;
         };
+        if let Some(target) = &self.target {
+            channel.targets.remove(target);
+        }
         channel.watchers -= 1;
         if channel.watchers > 0 {
             return;
@@ -226,7 +266,7 @@ async fn subscriber(inner: Arc<Inner>) {
         // Releases may have been missed while unsubscribed: wake everyone
         // to look again.
         for channel in inner.state().channels.values() {
-            channel.notify.notify_waiters();
+            channel.wake_all();
         }
         if subscribed {
             loop {
@@ -237,9 +277,10 @@ async fn subscriber(inner: Arc<Inner>) {
                 let Some(msg) = msg else { break };
                 let state = inner.state();
                 if let Some(channel) = state.channels.get(msg.get_channel_name()) {
-                    // One waiter per client and release: waking all of them
-                    // would send them all to Redis for one free lock.
-                    channel.notify.notify_one();
+                    // One waiter per client and release (the one a fair
+                    // release names): waking all of them would send them all
+                    // to Redis for one free lock.
+                    channel.wake(std::str::from_utf8(msg.get_payload_bytes()).unwrap_or(""));
                 }
             }
         }

@@ -431,3 +431,46 @@ mod scoped {
             .expect("deleted at the end");
     }
 }
+
+mod fair {
+    use std::time::Duration;
+
+    use redlock_runtime::LockClient;
+    use tokio::sync::mpsc;
+
+    #[tokio::test(start_paused = true)]
+    async fn fair_waiters_are_served_in_arrival_order_and_give_up_cleanly() {
+        let client = LockClient::in_memory();
+        let holder = client.lock("f").fair().acquire().await.expect("holder");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        for id in 0..3 {
+            let (client, tx) = (client.clone(), tx.clone());
+            // Waiter 1 gives up before the release; 0 and 2 keep their turns.
+            let wait = if id == 1 {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_secs(10)
+            };
+            tasks.push(tokio::spawn(async move {
+                if let Ok(guard) = client.lock("f").fair().wait(wait).acquire().await {
+                    tx.send(id).expect("test listens");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    guard.release().await.expect("release");
+                }
+            }));
+            tokio::time::sleep(Duration::from_millis(50)).await; // arrival order
+        }
+        drop(tx);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        holder.release().await.expect("release");
+        for task in tasks {
+            task.await.expect("waiter");
+        }
+        let mut order = Vec::new();
+        while let Some(id) = rx.recv().await {
+            order.push(id);
+        }
+        assert_eq!(order, vec![0, 2]);
+    }
+}

@@ -1,6 +1,6 @@
 //! Locks in process memory, with the same semantics as on Redis.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,9 +14,33 @@ struct Lease {
     expires: Instant,
 }
 
+/// A fair lock's line of waiters.
+#[derive(Debug, Default)]
+struct Line {
+    order: VecDeque<String>,
+    /// Each waiter's presence deadline.
+    presence: HashMap<String, Instant>,
+}
+
+impl Line {
+    /// Drops dead waiters from the head; the first live one.
+    fn head(&mut self, now: Instant) -> Option<&str> {
+        while let Some(head) = self.order.front() {
+            if self.presence.get(head).is_some_and(|&until| until > now) {
+                break;
+            }
+            if let Some(dead) = self.order.pop_front() {
+                self.presence.remove(&dead);
+            }
+        }
+        self.order.front().map(String::as_str)
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     leases: HashMap<String, Lease>,
+    lines: HashMap<String, Line>,
     fences: HashMap<String, u64>,
     /// Acquisitions since expired leases were last swept.
     since_sweep: usize,
@@ -88,6 +112,94 @@ impl MemoryBackend {
             },
         );
         AcquireReply::Acquired { fence, at_ms }
+    }
+
+    pub(crate) fn acquire_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        presence: Duration,
+        want_time: bool,
+    ) -> AcquireReply {
+        let now = Instant::now();
+        let at_ms = want_time.then(|| self.now_ms(now));
+        let mut state = self.state();
+        let state = &mut *state;
+        let holder = state
+            .leases
+            .get(&keys.lock)
+            .filter(|lease| lease.expires > now);
+        if let Some(lease) = holder
+            && lease.token == token
+        {
+            let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
+            if let Some(lease) = state.leases.get_mut(&keys.lock) {
+                lease.expires = now + ttl;
+            }
+            return AcquireReply::Acquired { fence, at_ms };
+        }
+        let pttl = holder.map(|lease| lease.expires - now);
+        let line = state.lines.entry(keys.lock.clone()).or_default();
+        let head = line.head(now).map(str::to_owned);
+        if pttl.is_some() || head.as_deref().is_some_and(|h| h != token) {
+            if line
+                .presence
+                .insert(token.to_owned(), now + presence)
+                .is_none()
+            {
+                line.order.push_back(token.to_owned());
+            }
+            return AcquireReply::Busy { pttl };
+        }
+        if head.is_some() {
+            line.order.pop_front();
+            line.presence.remove(token);
+        }
+        if line.order.is_empty() {
+            state.lines.remove(&keys.lock);
+        }
+        let fence = state.fences.entry(keys.fence.clone()).or_insert(0);
+        *fence += 1;
+        let fence = *fence;
+        state.leases.insert(
+            keys.lock.clone(),
+            Lease {
+                token: token.to_owned(),
+                expires: now + ttl,
+            },
+        );
+        AcquireReply::Acquired { fence, at_ms }
+    }
+
+    /// Releases a fair lock: whether it was ours, and the waiter to wake.
+    pub(crate) fn release_fair(&self, keys: &Keys, token: &str) -> (bool, Option<String>) {
+        let released = self.release(keys, token);
+        let now = Instant::now();
+        let head = self
+            .state()
+            .lines
+            .get_mut(&keys.lock)
+            .and_then(|line| line.head(now).map(str::to_owned));
+        (released, head)
+    }
+
+    /// A fair waiter gives up its place; the waiter to wake, if the lock is free.
+    pub(crate) fn leave_queue(&self, keys: &Keys, token: &str) -> Option<String> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let free = state
+            .leases
+            .get(&keys.lock)
+            .is_none_or(|lease| lease.expires <= now);
+        let line = state.lines.get_mut(&keys.lock)?;
+        line.order.retain(|t| t != token);
+        line.presence.remove(token);
+        let head = line.head(now).map(str::to_owned);
+        if line.order.is_empty() {
+            state.lines.remove(&keys.lock);
+        }
+        head.filter(|_| free)
     }
 
     pub(crate) fn release_after_hold(

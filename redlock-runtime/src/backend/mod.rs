@@ -24,6 +24,16 @@ impl Keys {
         let fence = format!("{lock}:fence");
         Self { user, lock, fence }
     }
+
+    /// Fair mode: the waiters' tokens in arrival order (a list).
+    pub(crate) fn queue(&self) -> String {
+        format!("{}:queue", self.lock)
+    }
+
+    /// Fair mode: each waiter's presence deadline (a sorted set).
+    pub(crate) fn waiters(&self) -> String {
+        format!("{}:waiters", self.lock)
+    }
 }
 
 /// The answer to one acquire attempt.
@@ -141,6 +151,55 @@ impl Backend {
         match self {
             Self::Redis(b) => b.release(keys, token, limit).await,
             Self::Memory(b) => Ok(b.release(keys, token)),
+        }
+    }
+}
+
+impl Backend {
+    /// One fair acquire attempt: the lock goes to the first live waiter;
+    /// others are queued (or keep their place) for `presence`.
+    pub(crate) async fn acquire_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        presence: Duration,
+        want_time: bool,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        match self {
+            Self::Redis(b) => {
+                b.acquire_fair(keys, token, ttl, presence, want_time, limit)
+                    .await
+            }
+            Self::Memory(b) => Ok(b.acquire_fair(keys, token, ttl, presence, want_time)),
+        }
+    }
+
+    /// Releases a fair lock; `Ok(Some(head))` names the waiter to wake
+    /// (in-memory; Redis publishes it itself).
+    pub(crate) async fn release_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<(bool, Option<String>), OpError> {
+        match self {
+            Self::Redis(b) => Ok((b.release_fair(keys, token, limit).await?, None)),
+            Self::Memory(b) => Ok(b.release_fair(keys, token)),
+        }
+    }
+
+    /// A fair waiter gives up its place.
+    pub(crate) async fn leave_queue(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<Option<String>, OpError> {
+        match self {
+            Self::Redis(b) => b.leave_queue(keys, token, limit).await.map(|()| None),
+            Self::Memory(b) => Ok(b.leave_queue(keys, token)),
         }
     }
 }

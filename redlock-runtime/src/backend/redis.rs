@@ -165,18 +165,85 @@ impl RedisBackend {
                     .await
             })
             .await?;
-        let value = |i: usize| reply.get(i).copied().unwrap_or(-1);
-        Ok(if value(0) == 1 {
-            AcquireReply::Acquired {
-                fence: u64::try_from(value(1)).unwrap_or(0),
-                at_ms: reply.get(2).and_then(|&t| u64::try_from(t).ok()),
-            }
-        } else {
-            AcquireReply::Busy {
-                // -1: the key has no expiry (not one of ours); -2: gone already.
-                pttl: u64::try_from(value(1)).ok().map(Duration::from_millis),
-            }
-        })
+        Ok(acquire_reply(&reply))
+    }
+
+    pub(crate) async fn acquire_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        presence: Duration,
+        want_time: bool,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let (queue, waiters) = (keys.queue(), keys.waiters());
+        let reply: Vec<i64> = self
+            .run(limit, |mut conn| {
+                let (queue, waiters) = (&queue, &waiters);
+                async move {
+                    scripts::FAIR_ACQUIRE
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .key(queue)
+                        .key(waiters)
+                        .arg(token)
+                        .arg(millis_ceil(ttl))
+                        .arg(millis_ceil(presence))
+                        .arg(if want_time { "1" } else { "0" })
+                        .invoke_async(&mut conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(acquire_reply(&reply))
+    }
+
+    pub(crate) async fn release_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let queue = keys.queue();
+        let done: i64 = self
+            .run(limit, |mut conn| {
+                let queue = &queue;
+                async move {
+                    scripts::FAIR_RELEASE
+                        .key(&keys.lock)
+                        .key(queue)
+                        .arg(token)
+                        .invoke_async(&mut conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(done == 1)
+    }
+
+    pub(crate) async fn leave_queue(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<(), OpError> {
+        let (queue, waiters) = (keys.queue(), keys.waiters());
+        let _: i64 = self
+            .run(limit, |mut conn| {
+                let (queue, waiters) = (&queue, &waiters);
+                async move {
+                    scripts::FAIR_LEAVE
+                        .key(&keys.lock)
+                        .key(queue)
+                        .key(waiters)
+                        .arg(token)
+                        .invoke_async(&mut conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(())
     }
 
     pub(crate) async fn release_after_hold(
@@ -296,5 +363,22 @@ impl RedisBackend {
     /// reached Redis once.
     pub(crate) async fn check(&self) -> Result<(), OpError> {
         self.connection(0).await.map(drop)
+    }
+}
+
+/// Reads the reply of the acquire scripts: `{1, fence[, now_ms]}` or
+/// `{0, pttl}` (-1: no expiry, not one of ours; -2: gone; -3: free, but
+/// another waiter is first in line).
+fn acquire_reply(reply: &[i64]) -> AcquireReply {
+    let value = |i: usize| reply.get(i).copied().unwrap_or(-1);
+    if value(0) == 1 {
+        AcquireReply::Acquired {
+            fence: u64::try_from(value(1)).unwrap_or(0),
+            at_ms: reply.get(2).and_then(|&t| u64::try_from(t).ok()),
+        }
+    } else {
+        AcquireReply::Busy {
+            pttl: u64::try_from(value(1)).ok().map(Duration::from_millis),
+        }
     }
 }

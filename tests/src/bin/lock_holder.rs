@@ -1,9 +1,10 @@
 //! A child process that takes a lock and holds it until it is killed, for
 //! the crash tests.
 //!
-//! Usage: `lock_holder <redis-url> <key> <ttl-ms> <watchdog: on|off>`.
+//! Usage: `lock_holder <redis-url> <key> <ttl-ms> <watchdog: on|off> [fair-wait-ms]`.
 //! Prints `ACQUIRED <fencing-token>` once it holds the lock, then sleeps
-//! (at most 120 s, so a leaked child ends by itself).
+//! (at most 120 s, so a leaked child ends by itself). With `fair-wait-ms`,
+//! it queues for the lock in fair mode, waiting up to that long.
 
 use std::time::Duration;
 
@@ -12,9 +13,13 @@ use redlock_runtime::LockClient;
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, key, ttl_ms, watchdog] = args.as_slice() else {
-        eprintln!("usage: lock_holder <redis-url> <key> <ttl-ms> <on|off>");
-        std::process::exit(2);
+    let (url, key, ttl_ms, watchdog, fair_wait) = match args.as_slice() {
+        [_, url, key, ttl_ms, watchdog] => (url, key, ttl_ms, watchdog, None),
+        [_, url, key, ttl_ms, watchdog, wait] => (url, key, ttl_ms, watchdog, Some(wait)),
+        _ => {
+            eprintln!("usage: lock_holder <redis-url> <key> <ttl-ms> <on|off> [fair-wait-ms]");
+            std::process::exit(2);
+        }
     };
     let ttl = Duration::from_millis(ttl_ms.parse().unwrap_or_else(|e| {
         eprintln!("bad ttl-ms {ttl_ms:?}: {e}");
@@ -24,16 +29,21 @@ async fn main() {
         eprintln!("{e}");
         std::process::exit(1)
     });
-    let guard = client
+    let mut request = client
         .lock(key.as_str())
         .ttl(ttl)
-        .watchdog(watchdog == "on")
-        .acquire()
-        .await
-        .unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(1)
-        });
+        .watchdog(watchdog == "on");
+    if let Some(wait) = fair_wait {
+        let wait = Duration::from_millis(wait.parse().unwrap_or_else(|e| {
+            eprintln!("bad fair-wait-ms {wait:?}: {e}");
+            std::process::exit(2)
+        }));
+        request = request.fair().wait(wait);
+    }
+    let guard = request.acquire().await.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
     println!("ACQUIRED {}", guard.fencing_token());
     tokio::time::sleep(Duration::from_secs(120)).await;
     drop(guard);

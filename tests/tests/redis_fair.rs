@@ -1,0 +1,221 @@
+//! Fair mode against real Redis: arrival order, and waiters that give up,
+//! are cancelled or die never block the line for long.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redlock_runtime::{LockClient, LockGuard};
+use redlock_tests::RedisServer;
+use tokio::sync::mpsc;
+
+async fn raw(url: &str) -> MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+/// Waits (bounded, 5 s) until `n` waiters are queued for `key`.
+async fn queued(redis: &mut MultiplexedConnection, key: &str, n: usize) {
+    let queue = format!("lock:{{{key}}}:queue");
+    let started = Instant::now();
+    loop {
+        let len: usize = redis.llen(&queue).await.expect("LLEN");
+        if len == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "expected {n} queued waiters for {key}, found {len}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A fair waiter on its own client (its own "node").
+fn fair_waiter(
+    client: LockClient,
+    key: &'static str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<LockGuard, redlock_runtime::LockError>> {
+    tokio::spawn(async move { client.lock(key).fair().wait(wait).acquire().await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut redis = raw(&url).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("line")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let (order_tx, mut order_rx) = mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    for id in 0..4 {
+        let client = LockClient::connect(&url).await.expect("connect");
+        let order_tx = order_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = client
+                .lock("line")
+                .fair()
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+                .expect("acquire in turn");
+            order_tx.send(id).expect("test listens");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.release().await.expect("release");
+        }));
+        // Arrival order: each is in the line before the next one asks.
+        queued(&mut redis, "line", id + 1).await;
+    }
+    drop(order_tx);
+    holder.release().await.expect("release");
+    for task in tasks {
+        task.await.expect("waiter");
+    }
+    let mut order = Vec::new();
+    while let Some(id) = order_rx.recv().await {
+        order.push(id);
+    }
+    assert_eq!(order, vec![0, 1, 2, 3], "served in arrival order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_leaves_the_line_at_once() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut redis = raw(&url).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("give-up")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let impatient = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "give-up",
+        Duration::from_millis(400),
+    );
+    queued(&mut redis, "give-up", 1).await;
+    let patient = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "give-up",
+        Duration::from_secs(10),
+    );
+    queued(&mut redis, "give-up", 2).await;
+    let err = impatient
+        .await
+        .expect("task")
+        .expect_err("its wait runs out");
+    assert!(err.is_busy(), "{err}");
+    // It left the line, not just stopped asking.
+    queued(&mut redis, "give-up", 1).await;
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let guard = patient.await.expect("task").expect("next in line");
+    assert!(
+        released.elapsed() < Duration::from_millis(100),
+        "the next waiter got it {:?} after the release",
+        released.elapsed()
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_leaves_the_line() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut redis = raw(&url).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("cancel")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let cancelled = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "cancel",
+        Duration::from_secs(30),
+    );
+    queued(&mut redis, "cancel", 1).await;
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "cancel",
+        Duration::from_secs(10),
+    );
+    queued(&mut redis, "cancel", 2).await;
+    cancelled.abort();
+    queued(&mut redis, "cancel", 1).await;
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let guard = next.await.expect("task").expect("next in line");
+    assert!(released.elapsed() < Duration::from_millis(100));
+    guard.release().await.expect("release");
+}
+
+/// Kills the child on drop.
+struct Child_(Child);
+
+impl Drop for Child_ {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_leaves_the_line_within_its_presence() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut redis = raw(&url).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("dead")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let mut child = Child_(
+        Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+            .args([url.as_str(), "dead", "30000", "on", "60000"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start a fair waiter process"),
+    );
+    queued(&mut redis, "dead", 1).await;
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "dead",
+        Duration::from_secs(10),
+    );
+    queued(&mut redis, "dead", 2).await;
+    child.0.kill().expect("SIGKILL the waiter");
+    child.0.wait().expect("reap");
+    let killed = Instant::now();
+    holder.release().await.expect("release");
+    let guard = next
+        .await
+        .expect("task")
+        .expect("the line moves past the dead waiter");
+    // Its place lasts 3 backoff ceilings + 1 command timeout (1.1 s) after
+    // its last ask; then the next ask of the live waiter (one backoff step,
+    // 200 ms at most) drops it.
+    let took = killed.elapsed();
+    assert!(
+        took <= Duration::from_millis(1_100 + 200 + 100),
+        "the dead waiter blocked the line for {took:?}"
+    );
+    guard.release().await.expect("release");
+    let len: usize = redis.llen("lock:{dead}:queue").await.expect("LLEN");
+    assert_eq!(len, 0, "no one left in line");
+}
