@@ -37,6 +37,23 @@ impl Line {
     }
 }
 
+impl State {
+    /// Gives the lock to `token` until `expires`; its new fencing token.
+    fn take(&mut self, keys: &Keys, token: &str, expires: Instant) -> u64 {
+        let fence = self.fences.entry(keys.fence.clone()).or_insert(0);
+        *fence += 1;
+        let fence = *fence;
+        self.leases.insert(
+            keys.lock.clone(),
+            Lease {
+                token: token.to_owned(),
+                expires,
+            },
+        );
+        fence
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     leases: HashMap<String, Lease>,
@@ -101,16 +118,7 @@ impl MemoryBackend {
             let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
             return AcquireReply::Acquired { fence, at_ms };
         }
-        let fence = state.fences.entry(keys.fence.clone()).or_insert(0);
-        *fence += 1;
-        let fence = *fence;
-        state.leases.insert(
-            keys.lock.clone(),
-            Lease {
-                token: token.to_owned(),
-                expires: now + ttl,
-            },
-        );
+        let fence = state.take(keys, token, now + ttl);
         AcquireReply::Acquired { fence, at_ms }
     }
 
@@ -159,16 +167,7 @@ impl MemoryBackend {
         if line.order.is_empty() {
             state.lines.remove(&keys.lock);
         }
-        let fence = state.fences.entry(keys.fence.clone()).or_insert(0);
-        *fence += 1;
-        let fence = *fence;
-        state.leases.insert(
-            keys.lock.clone(),
-            Lease {
-                token: token.to_owned(),
-                expires: now + ttl,
-            },
-        );
+        let fence = state.take(keys, token, now + ttl);
         AcquireReply::Acquired { fence, at_ms }
     }
 
