@@ -245,4 +245,12 @@ pub enum ConfigError {
         /// The limit.
         max: usize,
     },
+    /// `#[distributed_lock]` without `client = ..` ran before any client was
+    /// installed.
+    #[error(
+        "no process-wide LockClient is installed: call `redlock_runtime::install(client)` at \
+         startup, before the first `#[distributed_lock]` function runs, or give the attribute \
+         its own client with `client = ..`"
+    )]
+    NotInstalled,
 }

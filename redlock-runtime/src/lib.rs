@@ -83,6 +83,7 @@ mod backoff;
 mod client;
 mod error;
 mod guard;
+mod install;
 mod scope;
 mod scripts;
 mod util;
@@ -93,9 +94,19 @@ pub use backoff::RetryPolicy;
 pub use client::{LockClient, LockClientBuilder, LockRequest};
 pub use error::{ConfigError, LockError, LostReason, Operation};
 pub use guard::{LockGuard, Lost};
+pub use install::{install, installed};
 pub use scope::{CurrentLock, OnLost, current_lock};
 pub use util::MAX_KEY_LEN;
+
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use redlock_macros::distributed_lock;
 
 pub use bb8;
 pub use bb8_redis;
 pub use redis;
+
+// Not public API: used by the code `#[distributed_lock]` generates.
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;

@@ -1,0 +1,325 @@
+//! The attribute's arguments: `key = "..", ttl = "15s", client = self.locks, ..`.
+//!
+//! Parsing never stops at the first problem: every bad option is recorded in
+//! a [`Ctxt`] and all of them are reported together, each spanned on the
+//! offending token.
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Expr, LitBool, LitStr, Path, Token};
+
+use crate::duration::{self, Millis};
+use crate::key::KeyTemplate;
+
+/// The option names, for "expected one of" messages.
+const OPTIONS: &str = "`key`, `ttl`, `wait`, `on_busy`, `hold_at_least`, `renew`, `on_lost`, `fair`, `client`, `crate`";
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(ttl);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(on_busy);
+    syn::custom_keyword!(hold_at_least);
+    syn::custom_keyword!(renew);
+    syn::custom_keyword!(on_lost);
+    syn::custom_keyword!(fair);
+    syn::custom_keyword!(client);
+}
+
+/// Errors collected while parsing and checking, reported all at once.
+#[derive(Default)]
+pub(crate) struct Ctxt {
+    errors: Option<syn::Error>,
+    /// A `key = ..` was written but did not parse (so it is not "missing").
+    key_attempted: bool,
+}
+
+impl Ctxt {
+    pub(crate) fn error(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        match &mut self.errors {
+            Some(errors) => errors.combine(error),
+            None => self.errors = Some(error),
+        }
+    }
+
+    pub(crate) fn into_result(self) -> Result<(), syn::Error> {
+        match self.errors {
+            Some(errors) => Err(errors),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the function does when another owner holds the lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnBusy {
+    /// Return the lock error through the function's `Result`.
+    Error,
+    /// Skip the body and return `Default::default()`.
+    Skip,
+}
+
+/// What happens to the body when the lock is lost while it runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Cancel,
+    Signal,
+}
+
+/// The checked arguments. Fields left `None` take the runtime's defaults.
+pub(crate) struct LockArgs {
+    pub(crate) key: Option<KeyTemplate>,
+    pub(crate) ttl: Option<Millis>,
+    pub(crate) wait: Option<Millis>,
+    pub(crate) on_busy: OnBusy,
+    pub(crate) hold_at_least: Option<Millis>,
+    pub(crate) renew: bool,
+    pub(crate) on_lost: OnLost,
+    pub(crate) fair: bool,
+    pub(crate) client: Option<Expr>,
+    pub(crate) crate_path: Option<Path>,
+}
+
+/// Parses the attribute's arguments, recording every problem in `cx`.
+pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
+    let mut out = LockArgs {
+        key: None,
+        ttl: None,
+        wait: None,
+        on_busy: OnBusy::Error,
+        hold_at_least: None,
+        renew: true,
+        on_lost: OnLost::Cancel,
+        fair: false,
+        client: None,
+        crate_path: None,
+    };
+    let parsed = syn::parse::Parser::parse2(
+        |input: ParseStream<'_>| Ok(parse_options(input, cx)),
+        args.clone(),
+    );
+    let options = match parsed {
+        Ok(options) => options,
+        Err(e) => {
+            cx.push(e);
+            return out;
+        }
+    };
+
+    let mut seen: Vec<&'static str> = Vec::new();
+    for option in options {
+        let name = option.name();
+        if seen.contains(&name) {
+            cx.error(option.span(), format!("`{name}` specified more than once"));
+            continue;
+        }
+        seen.push(name);
+        match option {
+            Opt::Key(lit) => match KeyTemplate::parse(&lit) {
+                Ok(key) => out.key = Some(key),
+                Err(e) => cx.push(e),
+            },
+            Opt::Ttl(lit) => out.ttl = duration::ttl(&lit).map_err(|e| cx.push(e)).ok(),
+            Opt::Wait(lit) => out.wait = duration::wait(&lit).map_err(|e| cx.push(e)).ok(),
+            Opt::HoldAtLeast(lit) => {
+                out.hold_at_least = duration::hold_at_least(&lit).map_err(|e| cx.push(e)).ok();
+            }
+            Opt::OnBusy(lit) => match lit.value().as_str() {
+                "error" => out.on_busy = OnBusy::Error,
+                "skip" => out.on_busy = OnBusy::Skip,
+                other => cx.error(
+                    lit.span(),
+                    format!(
+                        "unknown `on_busy` value {other:?}: expected \"error\" (return the lock \
+                         error, the default) or \"skip\" (skip the body and return \
+                         `Default::default()`)"
+                    ),
+                ),
+            },
+            Opt::OnLost(lit) => match lit.value().as_str() {
+                "cancel" => out.on_lost = OnLost::Cancel,
+                "signal" => out.on_lost = OnLost::Signal,
+                other => cx.error(
+                    lit.span(),
+                    format!(
+                        "unknown `on_lost` value {other:?}: expected \"cancel\" (stop the body \
+                         when the lock is lost, the default) or \"signal\" (let it run on and \
+                         check `current_lock()`)"
+                    ),
+                ),
+            },
+            Opt::Renew(lit) => out.renew = lit.value,
+            Opt::Fair(lit) => out.fair = lit.value,
+            Opt::Client(expr) => out.client = Some(expr),
+            Opt::Crate(lit) => match lit.parse::<Path>() {
+                Ok(path) => out.crate_path = Some(path),
+                Err(_) => cx.error(
+                    lit.span(),
+                    format!(
+                        "`crate` must be a path such as \"redlock_runtime\" or \
+                         \"::my_locks\", not {:?}",
+                        lit.value()
+                    ),
+                ),
+            },
+        }
+    }
+    if out.key.is_none() && !seen.contains(&"key") && !cx.key_attempted {
+        cx.error(
+            Span::call_site(),
+            "missing `key`: write `#[distributed_lock(key = \"order:<order_id>\")]`, where \
+             `<order_id>` names an argument of the function",
+        );
+    }
+    out
+}
+
+enum Opt {
+    Key(LitStr),
+    Ttl(LitStr),
+    Wait(LitStr),
+    OnBusy(LitStr),
+    HoldAtLeast(LitStr),
+    Renew(LitBool),
+    OnLost(LitStr),
+    Fair(LitBool),
+    Client(Expr),
+    Crate(LitStr),
+}
+
+impl Opt {
+    fn name(&self) -> &'static str {
+        match self {
+            Opt::Key(_) => "key",
+            Opt::Ttl(_) => "ttl",
+            Opt::Wait(_) => "wait",
+            Opt::OnBusy(_) => "on_busy",
+            Opt::HoldAtLeast(_) => "hold_at_least",
+            Opt::Renew(_) => "renew",
+            Opt::OnLost(_) => "on_lost",
+            Opt::Fair(_) => "fair",
+            Opt::Client(_) => "client",
+            Opt::Crate(_) => "crate",
+        }
+    }
+
+    fn span(&self) -> Span {
+        match self {
+            Opt::Key(l) | Opt::Ttl(l) | Opt::Wait(l) | Opt::OnBusy(l) => l.span(),
+            Opt::HoldAtLeast(l) | Opt::OnLost(l) | Opt::Crate(l) => l.span(),
+            Opt::Renew(l) | Opt::Fair(l) => l.span,
+            Opt::Client(e) => e.span(),
+        }
+    }
+}
+
+/// `name = value` pairs separated by commas. A bad pair is recorded and
+/// skipped up to the next comma, so one typo does not hide the next.
+fn parse_options(input: ParseStream<'_>, cx: &mut Ctxt) -> Vec<Opt> {
+    let mut options = Vec::new();
+    let mut key_attempted = false;
+    while !input.is_empty() {
+        let name = input
+            .fork()
+            .parse::<proc_macro2::Ident>()
+            .ok()
+            .map(|i| i.to_string());
+        match parse_option(input) {
+            Ok(option) => options.push(option),
+            Err(e) => {
+                cx.push(e);
+                skip_to_comma(input);
+                key_attempted |= name.is_some_and(|n| n == "key");
+            }
+        }
+        if input.is_empty() {
+            break;
+        }
+        if let Err(e) = input.parse::<Token![,]>() {
+            cx.push(e);
+            skip_to_comma(input);
+            let _ = input.parse::<Option<Token![,]>>();
+        }
+    }
+    if key_attempted {
+        cx.key_attempted = true;
+    }
+    options
+}
+
+fn skip_to_comma(input: ParseStream<'_>) {
+    while !input.is_empty() && !input.peek(Token![,]) {
+        if input.parse::<proc_macro2::TokenTree>().is_err() {
+            break;
+        }
+    }
+}
+
+fn parse_option(input: ParseStream<'_>) -> syn::Result<Opt> {
+    let lookahead = input.lookahead1();
+    if lookahead.peek(kw::key) {
+        input.parse::<kw::key>()?;
+        Ok(Opt::Key(value(input, "key", "\"order:<order_id>\"")?))
+    } else if lookahead.peek(kw::ttl) {
+        input.parse::<kw::ttl>()?;
+        Ok(Opt::Ttl(value(input, "ttl", "\"15s\"")?))
+    } else if lookahead.peek(kw::wait) {
+        input.parse::<kw::wait>()?;
+        Ok(Opt::Wait(value(input, "wait", "\"5s\"")?))
+    } else if lookahead.peek(kw::on_busy) {
+        input.parse::<kw::on_busy>()?;
+        Ok(Opt::OnBusy(value(input, "on_busy", "\"skip\"")?))
+    } else if lookahead.peek(kw::hold_at_least) {
+        input.parse::<kw::hold_at_least>()?;
+        Ok(Opt::HoldAtLeast(value(input, "hold_at_least", "\"30s\"")?))
+    } else if lookahead.peek(kw::renew) {
+        input.parse::<kw::renew>()?;
+        Ok(Opt::Renew(value(input, "renew", "false")?))
+    } else if lookahead.peek(kw::on_lost) {
+        input.parse::<kw::on_lost>()?;
+        Ok(Opt::OnLost(value(input, "on_lost", "\"signal\"")?))
+    } else if lookahead.peek(kw::fair) {
+        input.parse::<kw::fair>()?;
+        Ok(Opt::Fair(value(input, "fair", "true")?))
+    } else if lookahead.peek(kw::client) {
+        input.parse::<kw::client>()?;
+        input.parse::<Token![=]>()?;
+        Ok(Opt::Client(input.parse()?))
+    } else if lookahead.peek(Token![crate]) {
+        input.parse::<Token![crate]>()?;
+        Ok(Opt::Crate(value(input, "crate", "\"redlock_runtime\"")?))
+    } else if input.peek(syn::Ident) || input.peek(syn::Lit) {
+        let token: proc_macro2::TokenTree = input.parse()?;
+        Err(syn::Error::new(
+            token.span(),
+            format!("unknown option `{token}`: expected one of {OPTIONS}"),
+        ))
+    } else {
+        Err(lookahead.error())
+    }
+}
+
+/// `= <literal>`, with a message naming the option and an example value
+/// when the literal is of the wrong kind.
+fn value<T: Parse>(input: ParseStream<'_>, name: &str, example: &str) -> syn::Result<T> {
+    input.parse::<Token![=]>()?;
+    let fork = input.fork();
+    match input.parse::<T>() {
+        Ok(value) => Ok(value),
+        Err(_) => {
+            let span = fork
+                .parse::<proc_macro2::TokenTree>()
+                .map(|t| t.span())
+                .unwrap_or_else(|_| input.span());
+            Err(syn::Error::new(
+                span,
+                format!("`{name}` takes a literal such as `{name} = {example}`"),
+            ))
+        }
+    }
+}

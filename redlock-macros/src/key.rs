@@ -1,0 +1,254 @@
+//! The key template: `"order:<user_id>:<req.order_id>"` split into literal
+//! text and placeholders, each placeholder a parameter of the function or a
+//! field path on one.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote_spanned};
+use syn::LitStr;
+
+/// The longest key the runtime accepts (`redlock_runtime::MAX_KEY_LEN`).
+const MAX_KEY_LEN: usize = 1024;
+
+/// A parsed `key = ".."`.
+pub(crate) struct KeyTemplate {
+    pub(crate) pieces: Vec<Piece>,
+    /// The literal, where every error about the key points.
+    pub(crate) span: Span,
+}
+
+/// Literal text, or a `<placeholder>`.
+pub(crate) enum Piece {
+    Text(String),
+    Value(Placeholder),
+}
+
+/// `<root.field.0>`.
+pub(crate) struct Placeholder {
+    /// The parameter: an identifier or `self`.
+    pub(crate) root: String,
+    /// Fields (`name`) and tuple indices (`0`) after the root.
+    pub(crate) path: Vec<String>,
+}
+
+impl Placeholder {
+    /// `&root.field.0`, spanned on the key literal so that rustc's own
+    /// errors (a missing `Display`, a missing field) point at the key.
+    pub(crate) fn borrow_tokens(&self, span: Span) -> TokenStream {
+        let root = if self.root == "self" {
+            syn::Token![self](span).into_token_stream()
+        } else {
+            syn::Ident::new(&self.root, span).into_token_stream()
+        };
+        let path = self.path.iter().map(|member| match member.parse::<u32>() {
+            Ok(index) => syn::Member::Unnamed(syn::Index { index, span }),
+            Err(_) => syn::Member::Named(syn::Ident::new(member, span)),
+        });
+        quote_spanned!(span=> &#root #(.#path)*)
+    }
+
+    /// As written, for messages: `req.user_id`.
+    pub(crate) fn display(&self) -> String {
+        let mut s = self.root.clone();
+        for member in &self.path {
+            s.push('.');
+            s.push_str(member);
+        }
+        s
+    }
+}
+
+impl KeyTemplate {
+    pub(crate) fn parse(lit: &LitStr) -> syn::Result<KeyTemplate> {
+        let text = lit.value();
+        let span = lit.span();
+        let err = |message: String| syn::Error::new(span, message);
+        let mut errors: Option<syn::Error> = None;
+        let mut push = |e: syn::Error| match &mut errors {
+            Some(all) => all.combine(e),
+            None => errors = Some(e),
+        };
+
+        if text.is_empty() {
+            return Err(err(
+                "`key` must not be empty: write the lock's name, such as \"order:<order_id>\""
+                    .to_owned(),
+            ));
+        }
+
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '<' if chars.peek().map(|&(_, c)| c) == Some('<') => {
+                    chars.next();
+                    literal.push('<');
+                }
+                '>' if chars.peek().map(|&(_, c)| c) == Some('>') => {
+                    chars.next();
+                    literal.push('>');
+                }
+                '>' => push(err(format!(
+                    "unmatched `>` at byte {at} of the key: placeholders are written `<name>`; \
+                     write `>>` for a literal `>`"
+                ))),
+                '<' => {
+                    let mut inner = String::new();
+                    let mut closed = false;
+                    for (_, c) in chars.by_ref() {
+                        if c == '>' {
+                            closed = true;
+                            break;
+                        }
+                        inner.push(c);
+                    }
+                    if !closed {
+                        push(err(format!(
+                            "unclosed placeholder `<{inner}` in the key: close it with `>`, or \
+                             write `<<` for a literal `<`"
+                        )));
+                        break;
+                    }
+                    match placeholder(&inner) {
+                        Ok(p) => {
+                            if !literal.is_empty() {
+                                pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                            }
+                            pieces.push(Piece::Value(p));
+                        }
+                        Err(message) => push(err(message)),
+                    }
+                }
+                c if c.is_control() => push(err(format!(
+                    "the key contains the control character {c:?}: use printable text"
+                ))),
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        let fixed: usize = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => t.len(),
+                Piece::Value(_) => 0,
+            })
+            .sum();
+        if fixed > MAX_KEY_LEN {
+            push(err(format!(
+                "the key's text is {fixed} bytes long; a lock key is at most {MAX_KEY_LEN} bytes"
+            )));
+        }
+        match errors {
+            Some(e) => Err(e),
+            None => Ok(KeyTemplate { pieces, span }),
+        }
+    }
+
+    pub(crate) fn placeholders(&self) -> impl Iterator<Item = &Placeholder> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Value(v) => Some(v),
+            Piece::Text(_) => None,
+        })
+    }
+}
+
+/// `user_id`, `req.user_id`, `self.tenant`, `pair.0`.
+fn placeholder(inner: &str) -> Result<Placeholder, String> {
+    if inner.is_empty() {
+        return Err(
+            "empty placeholder `<>` in the key: name an argument, such as `<user_id>`, \
+                    or write `<<>>` for a literal `<>`"
+                .to_owned(),
+        );
+    }
+    let mut parts = inner.split('.');
+    let root = parts.next().unwrap_or_default();
+    if !is_ident(root) {
+        return Err(format!(
+            "`<{inner}>` is not a placeholder: write `<name>` or `<name.field>`, where `name` \
+             is an argument of the function (no spaces or expressions)"
+        ));
+    }
+    let mut path = Vec::new();
+    for member in parts {
+        let index = !member.is_empty() && member.bytes().all(|b| b.is_ascii_digit());
+        if !(is_ident(member) || index) || (index && member.len() > 1 && member.starts_with('0')) {
+            return Err(format!(
+                "`<{inner}>` is not a placeholder: after the argument come field names or tuple \
+                 indices, separated by dots, such as `<req.user_id>` or `<pair.0>`"
+            ));
+        }
+        path.push(member.to_owned());
+    }
+    Ok(Placeholder {
+        root: root.to_owned(),
+        path,
+    })
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c == '_' || c.is_alphabetic() => {}
+        _ => return false,
+    }
+    s != "_" && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Vec<String>, String> {
+        KeyTemplate::parse(&LitStr::new(s, Span::call_site()))
+            .map(|k| {
+                k.pieces
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Text(t) => format!("text:{t}"),
+                        Piece::Value(v) => format!("value:{}", v.display()),
+                    })
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn splits_text_and_placeholders() {
+        assert_eq!(
+            parse("order:<user_id>:<req.order.0>").expect("a valid template"),
+            [
+                "text:order:",
+                "value:user_id",
+                "text::",
+                "value:req.order.0"
+            ]
+        );
+        assert_eq!(parse("<a><b>").expect("a valid template"), ["value:a", "value:b"]);
+        assert_eq!(parse("job:nightly").expect("a valid template"), ["text:job:nightly"]);
+        assert_eq!(parse("a<<b>>c").expect("a valid template"), ["text:a<b>c"]);
+        assert_eq!(parse("<self.tenant>").expect("a valid template"), ["value:self.tenant"]);
+    }
+
+    #[test]
+    fn rejects_malformed_templates() {
+        for bad in [
+            "",
+            "order:<>",
+            "order:<user id>",
+            "order:<user_id",
+            "order:>",
+            "order:<1x>",
+            "order:<a..b>",
+            "order:<a.>",
+            "order:<a.01>",
+            "order:<a+b>",
+            "order:<_>",
+            "line\nbreak",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Without `client = ..` and before `install`: a runtime error naming
+//! `install`, and the body does not run.
+use redlock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "job:<id>")]
+async fn job(id: u32) -> Result<u32, LockError> {
+    unreachable!("the body must not run without a client ({id})")
+}
+
+#[distributed_lock(key = "job:<id>", on_busy = "skip")]
+async fn skipped(id: u32) -> Option<u32> {
+    unreachable!("the body must not run without a client ({id})")
+}
+
+fn main() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let error = job(1).await.unwrap_err();
+            let message = error.to_string();
+            assert!(message.contains("redlock_runtime::install(client)"), "{message}");
+            assert_eq!(skipped(1).await, None);
+        });
+}

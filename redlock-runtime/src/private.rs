@@ -1,0 +1,246 @@
+//! Not public API: what `#[distributed_lock]` expands to.
+//!
+//! The macro crate is pinned to this exact version (`=x.y.z`), so anything
+//! here may change in any release. Do not use it by hand: use
+//! [`LockRequest::run`](crate::LockRequest::run) and friends.
+
+use std::fmt::{self, Display, Write as _};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use crate::scope::OnLost;
+use crate::{ConfigError, LockClient, LockError, LockRequest};
+
+/// A lock key being built from the template's text and its arguments'
+/// `Display` output, percent-encoded (see the macro's docs).
+#[derive(Debug)]
+pub struct Key {
+    buf: String,
+}
+
+impl Key {
+    /// An empty key with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Key {
+        Key {
+            buf: String::with_capacity(capacity),
+        }
+    }
+
+    /// The template's literal text, as is.
+    pub fn text(&mut self, text: &str) {
+        self.buf.push_str(text);
+    }
+
+    /// An argument's value: its `Display` output with `%`, `:`, `{` and `}`
+    /// percent-encoded.
+    pub fn value<T: Display + ?Sized>(&mut self, value: &T) {
+        // A `Display` impl that fails leaves what it wrote so far; `format!`
+        // would panic instead.
+        let _ = write!(Encoder(&mut self.buf), "{value}");
+    }
+
+    /// The finished key.
+    pub fn finish(self) -> String {
+        self.buf
+    }
+}
+
+/// Writes through to a `String`, percent-encoding the characters that
+/// separate a key's parts (`:`), delimit its hash tag (`{`, `}`), or start
+/// an escape (`%`).
+struct Encoder<'a>(&'a mut String);
+
+impl fmt::Write for Encoder<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut rest = s;
+        while let Some(at) = rest.find(['%', ':', '{', '}']) {
+            self.0.push_str(&rest[..at]);
+            self.0.push_str(match rest.as_bytes()[at] {
+                b'%' => "%25",
+                b':' => "%3A",
+                b'{' => "%7B",
+                _ => "%7D",
+            });
+            rest = &rest[at + 1..];
+        }
+        self.0.push_str(rest);
+        Ok(())
+    }
+}
+
+/// Percent-encodes a value as the macro does (for tests and docs).
+pub fn encode(value: &dyn Display) -> String {
+    let mut key = Key::with_capacity(0);
+    key.value(value);
+    key.finish()
+}
+
+/// What `client = ..` may name.
+#[diagnostic::on_unimplemented(
+    message = "`client = ..` must be a `LockClient`, not `{Self}`",
+    label = "not a `LockClient`",
+    note = "pass a `redlock_runtime::LockClient`, a reference to one, or an `Arc`/`Box` of one; \
+            without `client = ..` the client from `redlock_runtime::install` is used"
+)]
+pub trait AsLockClient {
+    /// The client.
+    fn as_lock_client(&self) -> &LockClient;
+}
+
+impl AsLockClient for LockClient {
+    fn as_lock_client(&self) -> &LockClient {
+        self
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for &T {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for &mut T {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for Arc<T> {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for Box<T> {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+/// `client = ..`: a clone of the named client.
+pub fn client<C: AsLockClient + ?Sized>(client: &C) -> Result<LockClient, LockError> {
+    Ok(client.as_lock_client().clone())
+}
+
+/// No `client = ..`: the installed client.
+pub fn installed_client() -> Result<LockClient, LockError> {
+    crate::installed().ok_or(LockError::Config(ConfigError::NotInstalled))
+}
+
+/// The attribute's options, with `None` for the runtime's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// `ttl = ".."`; `None`: the client's default ttl.
+    pub ttl: Option<Duration>,
+    /// `wait = ".."`.
+    pub wait: Duration,
+    /// `renew = ..`.
+    pub renew: bool,
+    /// `hold_at_least = ".."`.
+    pub hold_at_least: Option<Duration>,
+    /// `on_lost = ".."`.
+    pub on_lost: OnLost,
+    /// `fair = ..`.
+    pub fair: bool,
+}
+
+fn request(client: &LockClient, key: String, options: Options) -> LockRequest {
+    let mut request = client
+        .lock(key)
+        .wait(options.wait)
+        .watchdog(options.renew)
+        .on_lost(options.on_lost);
+    if let Some(ttl) = options.ttl {
+        request = request.ttl(ttl);
+    }
+    if let Some(hold) = options.hold_at_least {
+        request = request.hold_at_least(hold);
+    }
+    if options.fair {
+        request = request.fair();
+    }
+    request
+}
+
+/// `on_busy = "error"`: [`LockRequest::run`].
+pub async fn run<F: Future>(
+    client: Result<LockClient, LockError>,
+    key: String,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let client = client?;
+    request(&client, key, options).run(body).await
+}
+
+/// `on_busy = "skip"`: [`LockRequest::try_run`].
+pub async fn try_run<F: Future>(
+    client: Result<LockClient, LockError>,
+    key: String,
+    options: Options,
+    body: F,
+) -> Result<Option<F::Output>, LockError> {
+    let client = client?;
+    request(&client, key, options).try_run(body).await
+}
+
+/// A return type that can carry a lock failure.
+#[diagnostic::on_unimplemented(
+    message = "`#[distributed_lock]` cannot return a lock failure as `{Self}`",
+    label = "a lock failure cannot be returned as this type",
+    note = "return `Result<T, E>` where `E: From<redlock_runtime::LockError>`, or add \
+            `on_busy = \"skip\"` to skip the body when another holder has the lock"
+)]
+pub trait FromLockError {
+    /// The failure as this type.
+    fn from_lock_error(error: LockError) -> Self;
+}
+
+impl<T, E: From<LockError>> FromLockError for Result<T, E> {
+    fn from_lock_error(error: LockError) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// `on_busy = "skip"` on a function returning `Result<T, E>`: `Ok(T::default())`.
+#[diagnostic::on_unimplemented(
+    message = "`on_busy = \"skip\"` needs `Ok(Default::default())` to return, and `{Self}` has none",
+    label = "the `Ok` type of this `Result` must implement `Default` (or `E` lacks `From<LockError>`)",
+    note = "return `Result<(), E>`, `Result<Option<T>, E>` or another `Ok` type with `Default`"
+)]
+pub trait SkipResult {
+    /// The value of a skipped call.
+    fn skipped() -> Self;
+}
+
+impl<T: Default, E: From<LockError>> SkipResult for Result<T, E> {
+    fn skipped() -> Self {
+        Ok(T::default())
+    }
+}
+
+/// `on_busy = "skip"` on any other return type: `Default::default()`.
+#[diagnostic::on_unimplemented(
+    message = "`on_busy = \"skip\"` returns `Default::default()` when the body is skipped, and \
+               `{Self}` does not implement `Default`",
+    label = "this return type has no `Default`",
+    note = "return `()`, `Option<T>`, `Result<T, E>` with `T: Default`, or a type that implements \
+            `Default`"
+)]
+pub trait Skipped {
+    /// The value of a skipped call.
+    fn skipped() -> Self;
+}
+
+impl<R: Default> Skipped for R {
+    fn skipped() -> Self {
+        R::default()
+    }
+}
+
+/// `on_busy = "skip"` without a `Result` to carry a failure (Redis down, a
+/// bad key): the body is skipped and the failure logged at warn level.
+pub fn skipped_after_error<R: Skipped>(error: LockError) -> R {
+    tracing::warn!(target: "redlock", %error, "lock failed; body skipped");
+    R::skipped()
+}
