@@ -226,10 +226,19 @@ mod tests {
                 "value:req.order.0"
             ]
         );
-        assert_eq!(parse("<a><b>").expect("a valid template"), ["value:a", "value:b"]);
-        assert_eq!(parse("job:nightly").expect("a valid template"), ["text:job:nightly"]);
+        assert_eq!(
+            parse("<a><b>").expect("a valid template"),
+            ["value:a", "value:b"]
+        );
+        assert_eq!(
+            parse("job:nightly").expect("a valid template"),
+            ["text:job:nightly"]
+        );
         assert_eq!(parse("a<<b>>c").expect("a valid template"), ["text:a<b>c"]);
-        assert_eq!(parse("<self.tenant>").expect("a valid template"), ["value:self.tenant"]);
+        assert_eq!(
+            parse("<self.tenant>").expect("a valid template"),
+            ["value:self.tenant"]
+        );
     }
 
     #[test]

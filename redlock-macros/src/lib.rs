@@ -352,6 +352,9 @@ use proc_macro::TokenStream;
 /// async fn job(id: u64) -> Result<(), LockError> { Ok(()) }
 /// ```
 ///
+/// Without the macro: nothing to rename; the generated code calls
+/// `locks::__private::..` instead of `::redlock_runtime::__private::..`.
+///
 /// # Functions it applies to
 ///
 /// Any `async fn` with a body: free functions, inherent methods, trait

@@ -59,6 +59,30 @@
 //! - **Dropping** a guard releases the lock from a spawned task; `drop` never
 //!   blocks and never panics, even outside a runtime (then the lease runs out).
 //!
+//! # The attribute
+//!
+//! With the default `macros` feature, [`macro@distributed_lock`] turns an
+//! `async fn` into one whose body runs under [`LockRequest::run`] (or
+//! [`try_run`](LockRequest::try_run) with `on_busy = "skip"`), the lock
+//! named after its arguments:
+//!
+//! ```no_run
+//! use redlock_runtime::{LockClient, LockError, distributed_lock};
+//!
+//! #[distributed_lock(key = "order:<user_id>:<order_id>", ttl = "15s", wait = "5s")]
+//! async fn place_order(user_id: u64, order_id: &str) -> Result<(), LockError> {
+//!     Ok(()) // runs holding `order:42:A-17`
+//! }
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), LockError> {
+//! // Functions without `client = ..` use the installed client.
+//! redlock_runtime::install(LockClient::connect("redis://127.0.0.1:6379").await?);
+//! place_order(42, "A-17").await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Keys in Redis
 //!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`
