@@ -38,8 +38,10 @@
 //! }
 //! ```
 
+mod logs;
 mod proxy;
 mod redis_server;
 
+pub use logs::LogCapture;
 pub use proxy::FaultProxy;
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};

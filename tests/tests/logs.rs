@@ -5,11 +5,10 @@
 //! listens, and tests on other threads of the same process (with no
 //! subscriber) race with the thread-local subscriber used here.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_runtime::LockClient;
-use redlock_tests::RedisServer;
+use redlock_tests::{LogCapture, RedisServer};
 
 async fn client(url: &str) -> LockClient {
     LockClient::connect(url)
@@ -17,30 +16,9 @@ async fn client(url: &str) -> LockClient {
         .expect("connect to the test Redis")
 }
 
-/// Collects everything a `tracing` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn logs_carry_the_key_and_never_the_token_or_password() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (captured, _capturing) = LogCapture::start();
     // One thread: every task, the watchdog included, logs to this subscriber.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -81,7 +59,7 @@ fn logs_carry_the_key_and_never_the_token_or_password() {
         // An unreachable server with a password in its URL.
         let _ = LockClient::connect("redis://:hunter2@127.0.0.1:1").await;
     });
-    let logs = String::from_utf8(captured.0.lock().expect("logs").clone()).expect("utf-8");
+    let logs = captured.text();
     for event in [
         "lock acquired",
         "lock busy, waiting",

@@ -2,23 +2,8 @@
 //! the job: scheduled jobs skip on most nodes every tick, and that is not
 //! news. A test binary of its own, as `logs.rs` explains.
 
-use std::sync::Arc;
-
 use redlock_runtime::{LockClient, distributed_lock};
-use redlock_tests::RedisServer;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use redlock_tests::{LogCapture, RedisServer};
 
 #[distributed_lock(key = "job:<name>", on_busy = "skip", client = locks)]
 async fn job(locks: &LockClient, name: &str) -> Option<&'static str> {
@@ -27,14 +12,7 @@ async fn job(locks: &LockClient, name: &str) -> Option<&'static str> {
 
 #[test]
 fn a_skipped_job_logs_at_debug_level_only() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (captured, _capturing) = LogCapture::start();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -50,7 +28,7 @@ fn a_skipped_job_logs_at_debug_level_only() {
         held.release().await.expect("release");
         assert_eq!(job(&node_b, "cleanup").await, Some("ran"));
     });
-    let logs = String::from_utf8(captured.0.lock().expect("log buffer").clone()).expect("utf-8");
+    let logs = captured.text();
     let skipped = logs.lines().filter(|l| l.contains("body skipped")).count();
     assert_eq!(skipped, 3, "each skip is logged at debug level:\n{logs}");
     for line in logs.lines().filter(|l| l.contains("body skipped")) {

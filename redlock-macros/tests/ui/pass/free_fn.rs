@@ -9,14 +9,9 @@ pub async fn place_order(user_id: u64, order_id: &str) -> Result<String, LockErr
     Ok(format!("{} {user_id} {order_id}", held.key()))
 }
 
-fn main() {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            redlock_runtime::install(LockClient::in_memory());
-            let placed = place_order(42, "A:17").await.unwrap();
-            assert_eq!(placed, "order:42:A%3A17 42 A:17");
-        });
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    redlock_runtime::install(LockClient::in_memory());
+    let placed = place_order(42, "A:17").await.unwrap();
+    assert_eq!(placed, "order:42:A%3A17 42 A:17");
 }

@@ -39,22 +39,17 @@ impl Service {
     }
 }
 
-fn main() {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let locks = LockClient::in_memory();
-            let mut service = Service {
-                shared: Arc::new(locks.clone()),
-                locks,
-                tenant: "acme".to_owned(),
-            };
-            let req = Request { user_id: 7, pair: (1, "x") };
-            assert_eq!(service.handle(req).await.unwrap(), "req:acme:7:x");
-            assert_eq!(service.with_arc(3).await.unwrap(), 3);
-            assert_eq!(service.with_ref(4).await.unwrap(), 4);
-            assert_eq!(service.consume().await.unwrap(), "acme!");
-        });
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let locks = LockClient::in_memory();
+    let mut service = Service {
+        shared: Arc::new(locks.clone()),
+        locks,
+        tenant: "acme".to_owned(),
+    };
+    let req = Request { user_id: 7, pair: (1, "x") };
+    assert_eq!(service.handle(req).await.unwrap(), "req:acme:7:x");
+    assert_eq!(service.with_arc(3).await.unwrap(), 3);
+    assert_eq!(service.with_ref(4).await.unwrap(), 4);
+    assert_eq!(service.consume().await.unwrap(), "acme!");
 }

@@ -12,15 +12,10 @@ async fn skipped(id: u32) -> Option<u32> {
     unreachable!("the body must not run without a client ({id})")
 }
 
-fn main() {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let error = job(1).await.unwrap_err();
-            let message = error.to_string();
-            assert!(message.contains("redlock_runtime::install(client)"), "{message}");
-            assert_eq!(skipped(1).await, None);
-        });
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let error = job(1).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("redlock_runtime::install(client)"), "{message}");
+    assert_eq!(skipped(1).await, None);
 }

@@ -32,33 +32,28 @@ async fn report(locks: &LockClient) -> Report {
     Report { lines: 3 }
 }
 
-fn main() {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let locks = LockClient::in_memory();
-            let mut ran = false;
-            unit(&locks, &mut ran).await;
-            assert!(ran);
-            assert_eq!(option(&locks).await, Some(1));
-            assert_eq!(result(&locks).await.unwrap(), vec![1]);
-            assert_eq!(boxed(&locks).await.unwrap(), 1);
-            assert_eq!(report(&locks).await, Report { lines: 3 });
-            // hold_at_least keeps the job taken after the first run.
-            assert_eq!(report(&locks).await, Report::default());
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let locks = LockClient::in_memory();
+    let mut ran = false;
+    unit(&locks, &mut ran).await;
+    assert!(ran);
+    assert_eq!(option(&locks).await, Some(1));
+    assert_eq!(result(&locks).await.unwrap(), vec![1]);
+    assert_eq!(boxed(&locks).await.unwrap(), 1);
+    assert_eq!(report(&locks).await, Report { lines: 3 });
+    // hold_at_least keeps the job taken after the first run.
+    assert_eq!(report(&locks).await, Report::default());
 
-            // Held by another owner: every body is skipped.
-            let mut held = Vec::new();
-            for key in ["job:unit", "job:option", "job:result", "job:boxed"] {
-                held.push(locks.lock(key).acquire().await.unwrap());
-            }
-            let mut ran = false;
-            unit(&locks, &mut ran).await;
-            assert!(!ran);
-            assert_eq!(option(&locks).await, None);
-            assert_eq!(result(&locks).await.unwrap(), Vec::<u32>::new());
-            assert_eq!(boxed(&locks).await.unwrap(), 0);
-        });
+    // Held by another owner: every body is skipped.
+    let mut held = Vec::new();
+    for key in ["job:unit", "job:option", "job:result", "job:boxed"] {
+        held.push(locks.lock(key).acquire().await.unwrap());
+    }
+    let mut ran = false;
+    unit(&locks, &mut ran).await;
+    assert!(!ran);
+    assert_eq!(option(&locks).await, None);
+    assert_eq!(result(&locks).await.unwrap(), Vec::<u32>::new());
+    assert_eq!(boxed(&locks).await.unwrap(), 0);
 }

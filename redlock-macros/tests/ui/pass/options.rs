@@ -55,20 +55,15 @@ async fn parse(locks: &LockClient, text: &str) -> Result<u32, AppError> {
     Ok(n)
 }
 
-fn main() {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let locks = LockClient::in_memory();
-            assert_eq!(all_options(&locks, 1).await.unwrap(), 1);
-            assert_eq!(defaults_spelled_out(&locks, 2).await.unwrap(), 2);
-            assert_eq!(parse(&locks, "").await.unwrap(), 0);
-            assert_eq!(parse(&locks, "12").await.unwrap(), 12);
-            assert!(matches!(parse(&locks, "x").await, Err(AppError::Parse(_))));
-            let held = locks.lock("parse:<12>").acquire().await.unwrap();
-            assert!(matches!(parse(&locks, "12").await, Err(AppError::Lock(e)) if e.is_busy()));
-            drop(held);
-        });
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let locks = LockClient::in_memory();
+    assert_eq!(all_options(&locks, 1).await.unwrap(), 1);
+    assert_eq!(defaults_spelled_out(&locks, 2).await.unwrap(), 2);
+    assert_eq!(parse(&locks, "").await.unwrap(), 0);
+    assert_eq!(parse(&locks, "12").await.unwrap(), 12);
+    assert!(matches!(parse(&locks, "x").await, Err(AppError::Parse(_))));
+    let held = locks.lock("parse:<12>").acquire().await.unwrap();
+    assert!(matches!(parse(&locks, "12").await, Err(AppError::Lock(e)) if e.is_busy()));
+    drop(held);
 }

@@ -36,21 +36,15 @@ fn assert_send<T: Send>(t: T) -> T {
     t
 }
 
-fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let locks = LockClient::in_memory();
-            let worker = Worker { locks: locks.clone() };
-            assert_eq!(worker.run(21).await.unwrap(), 42);
-            assert_eq!(generic(&locks, 1, "a").await.unwrap(), "1/a");
-            assert_eq!(borrowed(&locks, "n").await.unwrap(), "n");
-            let spawned = tokio::spawn(async move {
-                assert_send(generic(&locks, 2, String::from("b"))).await
-            });
-            assert_eq!(spawned.await.unwrap().unwrap(), "2/b");
-        });
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() {
+    let locks = LockClient::in_memory();
+    let worker = Worker { locks: locks.clone() };
+    assert_eq!(worker.run(21).await.unwrap(), 42);
+    assert_eq!(generic(&locks, 1, "a").await.unwrap(), "1/a");
+    assert_eq!(borrowed(&locks, "n").await.unwrap(), "n");
+    let spawned = tokio::spawn(async move {
+        assert_send(generic(&locks, 2, String::from("b"))).await
+    });
+    assert_eq!(spawned.await.unwrap().unwrap(), "2/b");
 }
