@@ -9,7 +9,8 @@ use bb8_redis::RedisConnectionManager;
 use tokio::time::Instant;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{LastError, RedisBackend};
+use crate::backend::quorum::{Node, QuorumBackend};
+use crate::backend::redis::{LastError, RedisBackend, Replicas};
 use crate::backend::{AcquireReply, Backend, Keys, OpError};
 use crate::backoff::{RetryPolicy, next_sleep};
 use crate::error::{ConfigError, LockError, Operation};
@@ -92,6 +93,21 @@ impl LockClient {
         Self::builder().url(url).build().await
     }
 
+    /// A Redlock client over independent Redis masters (3 or 5) with
+    /// default settings, checking that a majority answers. See
+    /// [`LockClientBuilder::redlock`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad URL or node list,
+    /// [`LockError::Connect`] when no majority of the nodes answers.
+    pub async fn redlock<I, S>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().redlock(urls).build().await
+    }
+
     /// A builder for a client with settings of your own.
     pub fn builder() -> LockClientBuilder {
         LockClientBuilder::default()
@@ -163,7 +179,7 @@ impl LockClient {
     pub fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
         match &self.inner.backend {
             Backend::Redis(b) => Some(b.pool()),
-            Backend::Memory(_) => None,
+            Backend::Memory(_) | Backend::Quorum(_) => None,
         }
     }
 
@@ -220,6 +236,22 @@ impl LockClient {
                 timeout,
                 last_error,
             },
+            OpError::Replicas {
+                wanted,
+                acknowledged,
+                timeout,
+            } => LockError::Replicas {
+                key,
+                op,
+                wanted,
+                acknowledged,
+                timeout,
+            },
+            OpError::Quorum(failure) => LockError::Quorum {
+                key,
+                op,
+                detail: failure.into_detail(),
+            },
         }
     }
 }
@@ -258,6 +290,10 @@ impl Settings {
 pub struct LockClientBuilder {
     url: Option<String>,
     pool: Option<Pool<RedisConnectionManager>>,
+    redlock: Option<Vec<String>>,
+    node_timeout: Duration,
+    restart_delay: Option<Duration>,
+    replicas: Option<Replicas>,
     pool_size: u32,
     connection_timeout: Duration,
     settings: Settings,
@@ -268,6 +304,16 @@ impl fmt::Debug for LockClientBuilder {
         f.debug_struct("LockClientBuilder")
             .field("url", &self.url.as_deref().map(redact_url))
             .field("pool", &self.pool.as_ref().map(|_| "bb8 pool"))
+            .field(
+                "redlock",
+                &self
+                    .redlock
+                    .as_ref()
+                    .map(|urls| urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>()),
+            )
+            .field("node_timeout", &self.node_timeout)
+            .field("restart_delay", &self.restart_delay)
+            .field("replicas", &self.replicas)
             .field("pool_size", &self.pool_size)
             .field("connection_timeout", &self.connection_timeout)
             .field("key_prefix", &self.settings.key_prefix)
@@ -283,6 +329,10 @@ impl Default for LockClientBuilder {
         Self {
             url: None,
             pool: None,
+            redlock: None,
+            node_timeout: Duration::from_millis(100),
+            restart_delay: None,
+            replicas: None,
             pool_size: 4,
             connection_timeout: Duration::from_secs(2),
             settings: Settings::defaults(String::new()),
@@ -304,6 +354,55 @@ impl LockClientBuilder {
     /// pool's own.
     pub fn pool(mut self, pool: Pool<RedisConnectionManager>) -> Self {
         self.pool = Some(pool);
+        self
+    }
+
+    /// Redlock: one lock over these independent Redis masters (3 or 5,
+    /// an odd number; not replicas of each other), held while a majority
+    /// holds it. See the crate docs, "Which mode do I need".
+    ///
+    /// Everything else works as with one Redis (wait, watchdog, guards,
+    /// `run`, the attribute), except [`LockRequest::fair`]. Fencing tokens
+    /// stay strictly increasing across holders: each acquire raises the
+    /// counter on a majority to the largest it saw.
+    pub fn redlock<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.redlock = Some(urls.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Redlock: how long to wait for each node's answer. A node that does
+    /// not answer in time counts as failed; the acquire does not wait longer
+    /// than this (nor than a tenth of the ttl) for a slow or hung node.
+    /// Defaults to 100 ms.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Redlock: a node that lost its data (it restarted without persistence)
+    /// grants no lock until this long after it came back, so it cannot help
+    /// a second owner to a majority while the first still holds the lock on
+    /// other nodes. Set it to the longest ttl in use. A node is told apart
+    /// by a key it keeps (`<prefix>__node_epoch`): a node seen for the first
+    /// time also waits out the delay once. Defaults to none.
+    pub fn restart_delay(mut self, delay: Duration) -> Self {
+        self.restart_delay = Some(delay);
+        self
+    }
+
+    /// One Redis primary with replicas: after each acquire and renewal, wait
+    /// (`WAIT count timeout`) until `count` replicas have the write. An
+    /// acquire that fewer replicas acknowledge is released at once and fails
+    /// with [`LockError::Replicas`]; a renewal that fewer acknowledge does
+    /// not count (the lock is presumed lost if none counts before the lease
+    /// ends). So a failover to a replica cannot lose a lock the client
+    /// believes held. Defaults to none (no wait).
+    pub fn replicas(mut self, count: u32, timeout: Duration) -> Self {
+        self.replicas = Some(Replicas { count, timeout });
         self
     }
 
@@ -374,6 +473,22 @@ impl LockClientBuilder {
         if self.pool_size == 0 {
             return Err(ConfigError::ZeroPoolSize);
         }
+        if self.node_timeout < Duration::from_millis(1) {
+            return Err(ConfigError::InvalidDuration {
+                name: "node_timeout",
+                value: self.node_timeout,
+                reason: "must be at least 1 ms",
+            });
+        }
+        if let Some(r) = self.replicas
+            && (r.count == 0 || r.timeout.is_zero())
+        {
+            return Err(ConfigError::InvalidDuration {
+                name: "replicas timeout",
+                value: r.timeout,
+                reason: "`.replicas(count, timeout)` needs a count and a timeout above zero",
+            });
+        }
         self.settings.retry.validate()
     }
 
@@ -385,6 +500,15 @@ impl LockClientBuilder {
     pub async fn build(self) -> Result<LockClient, LockError> {
         let connection_timeout = self.connection_timeout;
         let client = self.build_unchecked()?;
+        if let Backend::Quorum(backend) = client.backend() {
+            backend.check().await.map_err(|e| LockError::Connect {
+                url: client.settings().target.clone(),
+                detail: match e {
+                    OpError::Quorum(failure) => failure.into_detail().to_string(),
+                    other => format!("{other:?}"),
+                },
+            })?;
+        }
         if let Backend::Redis(backend) = client.backend() {
             backend.check().await.map_err(|e| LockError::Connect {
                 url: client.settings().target.clone(),
@@ -397,6 +521,7 @@ impl LockClientBuilder {
                     OpError::Pool { .. } | OpError::Timeout(_) => {
                         format!("no answer within {connection_timeout:?}")
                     }
+                    OpError::Replicas { .. } | OpError::Quorum(_) => "no answer".to_owned(),
                 },
             })?;
         }
@@ -410,6 +535,9 @@ impl LockClientBuilder {
     /// [`LockError::Config`] for a bad setting or URL.
     pub fn build_unchecked(self) -> Result<LockClient, LockError> {
         self.validate()?;
+        if self.redlock.is_some() {
+            return self.build_redlock();
+        }
         let mut settings = self.settings;
         // The URL, when given, also opens the wake-up subscriber connection.
         let url = match self.url {
@@ -456,9 +584,82 @@ impl LockClientBuilder {
             (None, None) => return Err(ConfigError::MissingRedis.into()),
         };
         Ok(LockClient::with_backend(
-            Backend::Redis(RedisBackend::new(pool, slots, last_error)),
+            Backend::Redis(RedisBackend::new(pool, slots, last_error).with_replicas(self.replicas)),
             settings,
             wakeups,
+        ))
+    }
+
+    fn build_redlock(self) -> Result<LockClient, LockError> {
+        let urls = self.redlock.unwrap_or_default();
+        let invalid = |reason: String| LockError::Config(ConfigError::InvalidNodes { reason });
+        if self.url.is_some() || self.pool.is_some() {
+            return Err(invalid(
+                "give either `.redlock(urls)` or `.url(..)`/`.pool(..)`, not both".to_owned(),
+            ));
+        }
+        if urls.len() < 3 {
+            return Err(invalid(format!(
+                "{} node(s) given; Redlock needs at least 3 independent Redis masters (5 tolerate \
+                 2 failures); for one Redis use `.url(..)`",
+                urls.len()
+            )));
+        }
+        let mut nodes = Vec::with_capacity(urls.len());
+        let mut seen: Vec<String> = Vec::new();
+        for url in &urls {
+            let redacted = redact_url(url);
+            let client =
+                redis::Client::open(url.as_str()).map_err(|e| ConfigError::InvalidUrl {
+                    url: redacted.clone(),
+                    reason: scrub(&e.to_string(), url),
+                })?;
+            let info = client.get_connection_info();
+            let address = format!("{}/{}", info.addr(), info.redis_settings().db());
+            if seen.contains(&address) {
+                return Err(invalid(format!(
+                    "{redacted} is listed twice; each node must be a different Redis, or one \
+                     server would count twice toward the majority"
+                )));
+            }
+            seen.push(address);
+            let manager =
+                RedisConnectionManager::new(info.clone()).map_err(|e| ConfigError::InvalidUrl {
+                    url: redacted.clone(),
+                    reason: e.to_string(),
+                })?;
+            let last_error = LastError::default();
+            let pool = Pool::builder()
+                .max_size(self.pool_size)
+                .min_idle(Some(self.pool_size))
+                .connection_timeout(self.connection_timeout)
+                .error_sink(Box::new(last_error.clone()))
+                .build_unchecked(manager);
+            let slots = usize::try_from(self.pool_size).unwrap_or(1);
+            nodes.push(Node {
+                backend: RedisBackend::new(pool, slots, last_error).with_replicas(self.replicas),
+                name: redacted,
+            });
+        }
+        let mut settings = self.settings;
+        settings.target = format!(
+            "redlock[{}]",
+            nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let backend = QuorumBackend::new(
+            nodes,
+            self.node_timeout,
+            self.restart_delay,
+            &settings.key_prefix,
+        );
+        Ok(LockClient::with_backend(
+            Backend::Quorum(backend),
+            settings,
+            Wakeups::off(),
         ))
     }
 
@@ -758,6 +959,14 @@ impl LockRequest {
                 value: hold,
                 reason: "at most 365 days is allowed",
             })?;
+        }
+        if self.fair && matches!(self.client.backend(), Backend::Quorum(_)) {
+            return Err(ConfigError::Unsupported {
+                feature: "fair()",
+                reason: "a fair lock keeps its line of waiters in one Redis; with Redlock, use \
+                         the default (unfair) mode",
+            }
+            .into());
         }
         if let Some(outer) = Scope::holding(&self.client, &self.key) {
             return Ok(Outcome::Acquired(LockGuard::reentrant(Arc::clone(

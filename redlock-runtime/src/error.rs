@@ -111,6 +111,106 @@ pub enum LockError {
         /// The last error seen while connecting, when the pool reported one.
         last_error: Option<String>,
     },
+
+    /// Redlock: a majority of the nodes could not be brought to agree.
+    #[error("no quorum for the {op} of lock `{key}`: {detail}")]
+    Quorum {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that failed.
+        op: Operation,
+        /// How each node answered.
+        detail: QuorumDetail,
+    },
+
+    /// The primary took the write, but too few replicas acknowledged it in
+    /// time (`.replicas(n, timeout)`).
+    #[error(
+        "the {op} of lock `{key}` reached the primary, but only {acknowledged} of {wanted} \
+         replicas acknowledged it within {timeout:?}; a failover now could lose it, so it does \
+         not count (an acquired lock is given back at once); check the replicas with \
+         `INFO replication`, or require fewer with `.replicas(..)`"
+    )]
+    Replicas {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation whose write was not replicated.
+        op: Operation,
+        /// Replicas required.
+        wanted: u32,
+        /// Replicas that acknowledged within the timeout.
+        acknowledged: u32,
+        /// How long the primary waited for them.
+        timeout: Duration,
+    },
+}
+
+/// How the nodes of a Redlock client answered one operation (see
+/// [`LockError::Quorum`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QuorumDetail {
+    /// Nodes in the quorum.
+    pub nodes: usize,
+    /// How many must agree: a majority.
+    pub needed: usize,
+    /// Nodes that granted (acquire) or confirmed (extend, release).
+    pub granted: usize,
+    /// Nodes that answered no: the lock is held by another owner there
+    /// (acquire), or no longer held by this one (extend, release).
+    pub refused: usize,
+    /// Nodes that failed to answer, with what went wrong.
+    pub failed: Vec<NodeFailure>,
+    /// Set when a majority granted, but only after this long: past the
+    /// lock's validity (ttl less the clock-drift allowance), so it was
+    /// given back.
+    pub expired_after: Option<Duration>,
+}
+
+/// One node of a Redlock client that failed an operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeFailure {
+    /// The node's URL, password redacted.
+    pub node: String,
+    /// What went wrong (a timeout, a refused connection, ...).
+    pub error: String,
+}
+
+impl fmt::Display for QuorumDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(after) = self.expired_after {
+            return write!(
+                f,
+                "{} of {} nodes granted it, but only after {after:?}, past the lock's validity, \
+                 so it was given back; use a longer ttl, or nodes that answer faster",
+                self.granted, self.nodes
+            );
+        }
+        write!(
+            f,
+            "{} of {} nodes granted, {} refused (held by another owner), {} failed",
+            self.granted,
+            self.nodes,
+            self.refused,
+            self.failed.len()
+        )?;
+        if !self.failed.is_empty() {
+            f.write_str(" (")?;
+            for (i, failure) in self.failed.iter().enumerate() {
+                if i > 0 {
+                    f.write_str("; ")?;
+                }
+                write!(f, "{}: {}", failure.node, failure.error)?;
+            }
+            f.write_str(")")?;
+        }
+        write!(
+            f,
+            "; {} must agree: check that the failed nodes are up and reachable",
+            self.needed
+        )
+    }
 }
 
 impl LockError {
@@ -122,10 +222,15 @@ impl LockError {
 
     /// True for failures of Redis or the network that may pass if retried
     /// ([`Redis`](Self::Redis) I/O errors, [`Timeout`](Self::Timeout),
-    /// [`Pool`](Self::Pool), [`Connect`](Self::Connect)).
+    /// [`Pool`](Self::Pool), [`Connect`](Self::Connect),
+    /// [`Quorum`](Self::Quorum), [`Replicas`](Self::Replicas)).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::Pool { .. } | Self::Connect { .. } => true,
+            Self::Timeout { .. }
+            | Self::Pool { .. }
+            | Self::Connect { .. }
+            | Self::Quorum { .. }
+            | Self::Replicas { .. } => true,
             Self::Redis { source, .. } => is_transient_redis(source),
             _ => false,
         }
@@ -145,7 +250,9 @@ impl LockError {
             | Self::InvalidKey { key, .. }
             | Self::Redis { key, .. }
             | Self::Timeout { key, .. }
-            | Self::Pool { key, .. } => Some(key),
+            | Self::Pool { key, .. }
+            | Self::Quorum { key, .. }
+            | Self::Replicas { key, .. } => Some(key),
             Self::Config(_) | Self::Connect { .. } => None,
         }
     }
@@ -237,6 +344,20 @@ pub enum ConfigError {
     /// The pool size is zero.
     #[error("invalid pool size 0: a pool needs at least one connection")]
     ZeroPoolSize,
+    /// A feature that the client's mode cannot offer.
+    #[error("{feature} is not available here: {reason}")]
+    Unsupported {
+        /// The feature asked for.
+        feature: &'static str,
+        /// Why, and what to use instead.
+        reason: &'static str,
+    },
+    /// The Redlock node list cannot make a safe quorum.
+    #[error("invalid Redlock nodes: {reason}")]
+    InvalidNodes {
+        /// What is wrong with the list.
+        reason: String,
+    },
     /// The key prefix is too long.
     #[error("invalid key prefix: {len} bytes, at most {max} are allowed")]
     PrefixTooLong {

@@ -116,7 +116,7 @@ impl Shared {
             *lease = Lease {
                 ttl,
                 sent,
-                deadline: sent + ttl,
+                deadline: sent + self.client.backend().validity(ttl),
                 retry_at: None,
             };
         }
@@ -253,7 +253,7 @@ impl LockGuard {
             lease: Mutex::new(Lease {
                 ttl,
                 sent,
-                deadline: sent + ttl,
+                deadline: sent + client.backend().validity(ttl),
                 retry_at: None,
             }),
             lost: watch::Sender::new(None),

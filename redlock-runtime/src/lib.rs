@@ -116,7 +116,7 @@ mod watchdog;
 
 pub use backoff::RetryPolicy;
 pub use client::{LockClient, LockClientBuilder, LockRequest};
-pub use error::{ConfigError, LockError, LostReason, Operation};
+pub use error::{ConfigError, LockError, LostReason, NodeFailure, Operation, QuorumDetail};
 pub use guard::{LockGuard, Lost};
 pub use install::{install, installed};
 pub use scope::{CurrentLock, OnLost, current_lock};

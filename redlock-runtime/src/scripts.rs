@@ -206,3 +206,58 @@ return 1
 "
     ))
 });
+
+/// Redlock, second phase of a fencing token: raises a node's fencing
+/// counter to at least the token the client chose (the largest counter it
+/// saw on a majority), so any later majority sees a larger one.
+///
+/// `KEYS[1]` fencing counter; `ARGV[1]` the token. Returns the counter.
+pub(crate) static MAX_ASSIGN: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local wanted = tonumber(ARGV[1])
+if wanted > current then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return wanted
+end
+return current
+",
+    )
+});
+
+/// Redlock with a restart delay: [`ACQUIRE`], but a node that lost its data
+/// (its epoch key is gone: it restarted empty, or is new) takes no lock
+/// until the delay has passed on its own clock, so it cannot help a second
+/// owner to a quorum while the first still holds the lock elsewhere.
+///
+/// `KEYS[1]` lock, `KEYS[2]` fence, `KEYS[3]` the node's epoch key;
+/// `ARGV[1]` token, `ARGV[2]` ttl (ms), `ARGV[3]` delay (ms). Returns
+/// `{1, fence}`, `{0, pttl}`, or `{-4, ms left of the delay}`.
+pub(crate) static ACQUIRE_AFTER_EPOCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local born = tonumber(redis.call('GET', KEYS[3]) or '-1')
+if born < 0 then
+  redis.call('SET', KEYS[3], now)
+  born = now
+end
+local left = born + tonumber(ARGV[3]) - now
+if left > 0 then
+  return {-4, left}
+end
+local fence
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  fence = redis.call('INCR', KEYS[2])
+elseif redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+else
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+return {1, fence}
+",
+    )
+});

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 pub(crate) mod memory;
+pub(crate) mod quorum;
 pub(crate) mod redis;
 
 /// The Redis keys of one lock: the lease and its fencing counter, sharing a
@@ -66,6 +67,14 @@ pub(crate) enum OpError {
     },
     /// The whole call ran over its time limit.
     Timeout(Duration),
+    /// Fewer replicas than required acknowledged the write in time.
+    Replicas {
+        wanted: u32,
+        acknowledged: u32,
+        timeout: Duration,
+    },
+    /// Redlock: no majority of the nodes answered as needed.
+    Quorum(Box<quorum::QuorumFailure>),
 }
 
 impl OpError {
@@ -75,14 +84,16 @@ impl OpError {
         match self {
             Self::Redis(e) => crate::error::is_transient_redis(e),
             Self::Timeout(_) => true,
-            Self::Pool { .. } => false,
+            Self::Pool { .. } | Self::Replicas { .. } => false,
+            // The quorum backend has already released on every node it could.
+            Self::Quorum(_) => false,
         }
     }
 
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Redis(e) => crate::error::is_transient_redis(e),
-            Self::Timeout(_) | Self::Pool { .. } => true,
+            Self::Timeout(_) | Self::Pool { .. } | Self::Replicas { .. } | Self::Quorum(_) => true,
         }
     }
 }
@@ -92,9 +103,19 @@ impl OpError {
 pub(crate) enum Backend {
     Redis(redis::RedisBackend),
     Memory(memory::MemoryBackend),
+    Quorum(quorum::QuorumBackend),
 }
 
 impl Backend {
+    /// How long after an acquire or renewal was sent the lock may be
+    /// presumed held: the ttl, less Redlock's clock-drift allowance.
+    pub(crate) fn validity(&self, ttl: Duration) -> Duration {
+        match self {
+            Self::Quorum(_) => ttl.saturating_sub(quorum::drift(ttl)),
+            Self::Redis(_) | Self::Memory(_) => ttl,
+        }
+    }
+
     /// One acquire attempt: take the lock if free (or if it already holds
     /// `token`, from an earlier attempt whose answer was lost).
     pub(crate) async fn acquire(
@@ -108,6 +129,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.acquire(keys, token, ttl, want_time, limit).await,
             Self::Memory(b) => Ok(b.acquire(keys, token, ttl, want_time)),
+            Self::Quorum(b) => b.acquire(keys, token, ttl, want_time, limit).await,
         }
     }
 
@@ -122,6 +144,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.extend(keys, token, ttl, limit).await,
             Self::Memory(b) => Ok(b.extend(keys, token, ttl)),
+            Self::Quorum(b) => b.extend(keys, token, ttl, limit).await,
         }
     }
 
@@ -134,6 +157,7 @@ impl Backend {
     ) -> Result<Vec<Result<bool, OpError>>, OpError> {
         match self {
             Self::Redis(b) => b.extend_many(items, limit).await,
+            Self::Quorum(b) => b.extend_many(items, limit).await,
             Self::Memory(b) => Ok(items
                 .iter()
                 .map(|r| Ok(b.extend(r.keys, r.token, r.ttl)))
@@ -151,6 +175,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.release(keys, token, limit).await,
             Self::Memory(b) => Ok(b.release(keys, token)),
+            Self::Quorum(b) => b.release(keys, token, limit).await,
         }
     }
 }
@@ -173,6 +198,8 @@ impl Backend {
                     .await
             }
             Self::Memory(b) => Ok(b.acquire_fair(keys, token, ttl, presence, want_time)),
+            // Refused before this point (`fair()` needs one Redis).
+            Self::Quorum(b) => b.acquire(keys, token, ttl, want_time, limit).await,
         }
     }
 
@@ -187,6 +214,7 @@ impl Backend {
         match self {
             Self::Redis(b) => Ok((b.release_fair(keys, token, limit).await?, None)),
             Self::Memory(b) => Ok(b.release_fair(keys, token)),
+            Self::Quorum(b) => Ok((b.release(keys, token, limit).await?, None)),
         }
     }
 
@@ -200,6 +228,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.leave_queue(keys, token, limit).await.map(|()| None),
             Self::Memory(b) => Ok(b.leave_queue(keys, token)),
+            Self::Quorum(_) => Ok(None),
         }
     }
 }
@@ -228,6 +257,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
             Self::Memory(b) => Ok(b.release_after_hold(keys, token, at_ms, hold)),
+            Self::Quorum(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
         }
     }
 }

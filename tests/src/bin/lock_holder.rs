@@ -2,6 +2,7 @@
 //! the crash tests.
 //!
 //! Usage: `lock_holder <redis-url> <key> <ttl-ms> <watchdog: on|off> [fair-wait-ms]`.
+//! Several URLs separated by commas make a Redlock client over those nodes.
 //! Prints `ACQUIRED <fencing-token>` once it holds the lock, then sleeps
 //! (at most 120 s, so a leaked child ends by itself). With `fair-wait-ms`,
 //! it queues for the lock in fair mode, waiting up to that long.
@@ -25,7 +26,12 @@ async fn main() {
         eprintln!("bad ttl-ms {ttl_ms:?}: {e}");
         std::process::exit(2)
     }));
-    let client = LockClient::connect(url.as_str()).await.unwrap_or_else(|e| {
+    let client = if url.contains(',') {
+        LockClient::redlock(url.split(',')).await
+    } else {
+        LockClient::connect(url.as_str()).await
+    };
+    let client = client.unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });

@@ -1,0 +1,569 @@
+//! Redlock: one lock over N independent Redis masters, held while a
+//! majority of them hold it.
+//!
+//! - **Acquire** sends the acquire script to every node at once, each with a
+//!   per-node timeout that is small against the ttl, and stops listening as
+//!   soon as a majority granted (or so many refused that none can). The lock
+//!   is held when a majority granted and the validity `ttl - elapsed -
+//!   drift` (drift: `ttl / 100 + 2 ms`) is still positive; otherwise it is
+//!   released on every node that may hold it, and the caller's wait and
+//!   retry policy applies.
+//! - **Fencing** takes two phases. Each node increments its own counter as
+//!   it grants; the client then raises the counter on a majority to the
+//!   largest value it saw, and that value is the token. Any later majority
+//!   shares a node with that one, whose counter is already at least the
+//!   token, so its increment there is larger: tokens strictly increase from
+//!   one holder to the next.
+//! - **Extend** needs a majority; **release** goes to every node.
+//! - With a **restart delay**, a node that lost its data (restarted empty)
+//!   refuses to grant until the delay has passed, so it cannot help a second
+//!   owner to a majority while the first still holds the lock elsewhere.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use super::redis::RedisBackend;
+use super::{AcquireReply, HoldRelease, Keys, OpError, Renewal};
+
+/// One Redis master of the quorum.
+pub(crate) struct Node {
+    pub(crate) backend: RedisBackend,
+    /// The node's URL with its password redacted, for errors.
+    pub(crate) name: String,
+}
+
+pub(crate) struct QuorumBackend {
+    nodes: Box<[Arc<Node>]>,
+    quorum: usize,
+    node_timeout: Duration,
+    restart_delay: Option<Duration>,
+    epoch_key: String,
+}
+
+impl fmt::Debug for QuorumBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuorumBackend")
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
+            .field("quorum", &self.quorum)
+            .field("node_timeout", &self.node_timeout)
+            .field("restart_delay", &self.restart_delay)
+            .finish()
+    }
+}
+
+/// Why a quorum operation failed, node by node.
+#[derive(Debug, Clone)]
+pub(crate) struct QuorumFailure {
+    pub(crate) nodes: usize,
+    pub(crate) needed: usize,
+    pub(crate) granted: usize,
+    pub(crate) refused: usize,
+    /// `(node, what went wrong)` for each node that failed.
+    pub(crate) failed: Vec<(String, String)>,
+    /// A majority granted, but only after the lock's validity was spent.
+    pub(crate) expired_after: Option<Duration>,
+}
+
+impl QuorumFailure {
+    pub(crate) fn into_detail(self) -> crate::error::QuorumDetail {
+        crate::error::QuorumDetail {
+            nodes: self.nodes,
+            needed: self.needed,
+            granted: self.granted,
+            refused: self.refused,
+            failed: self
+                .failed
+                .into_iter()
+                .map(|(node, error)| crate::error::NodeFailure { node, error })
+                .collect(),
+            expired_after: self.expired_after,
+        }
+    }
+}
+
+/// What one node answered.
+enum Answer<T> {
+    Yes(T),
+    /// Held by another owner (acquire), or not held by us (extend, release).
+    No(Option<Duration>),
+    Failed(String),
+}
+
+/// The clock `hold_at_least` is measured on with Redlock: this process's
+/// monotonic clock, in ms since the first use.
+fn local_ms() -> u64 {
+    static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+    u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One node's acquire: granted (with its fencing counter), refused, or
+/// failed (including a node still in its restart delay).
+async fn acquire_on(
+    node: &Node,
+    keys: &Keys,
+    token: &str,
+    ttl: Duration,
+    epoch: Option<(Arc<str>, Duration)>,
+    per_node: Duration,
+) -> Answer<u64> {
+    let reply = match epoch {
+        Some((epoch_key, delay)) => node
+            .backend
+            .acquire_after_epoch(keys, token, ttl, &epoch_key, delay, per_node)
+            .await
+            .map(|r| {
+                r.map_err(|left| {
+                    format!(
+                        "lost its data (restarted empty, or new) less than the restart delay \
+                         ago; it counts toward a quorum again in {left:?}"
+                    )
+                })
+            }),
+        None => node
+            .backend
+            .acquire(keys, token, ttl, false, per_node)
+            .await
+            .map(Ok),
+    };
+    match reply {
+        Ok(Ok(AcquireReply::Acquired { fence, .. })) => Answer::Yes(fence),
+        Ok(Ok(AcquireReply::Busy { pttl })) => Answer::No(pttl),
+        Ok(Err(quarantined)) => Answer::Failed(quarantined),
+        Err(e) => Answer::Failed(describe(&e)),
+    }
+}
+
+/// Redlock's allowance for clock drift between the nodes: 1 % of the ttl
+/// plus 2 ms.
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+fn describe(e: &OpError) -> String {
+    match e {
+        OpError::Redis(e) => e.to_string(),
+        OpError::Timeout(t) => format!("no answer within {t:?}"),
+        OpError::Pool {
+            last_error: Some(last),
+            ..
+        } => format!("no connection: {last}"),
+        OpError::Pool { timeout, .. } => format!("no connection within {timeout:?}"),
+        OpError::Replicas {
+            wanted,
+            acknowledged,
+            ..
+        } => format!("{acknowledged} of {wanted} replicas acknowledged"),
+        OpError::Quorum(_) => "no quorum".to_owned(),
+    }
+}
+
+impl QuorumBackend {
+    pub(crate) fn new(
+        nodes: Vec<Node>,
+        node_timeout: Duration,
+        restart_delay: Option<Duration>,
+        key_prefix: &str,
+    ) -> Self {
+        let quorum = nodes.len() / 2 + 1;
+        Self {
+            nodes: nodes.into_iter().map(Arc::new).collect(),
+            quorum,
+            node_timeout,
+            restart_delay,
+            epoch_key: format!("{key_prefix}__node_epoch"),
+        }
+    }
+
+    /// Runs `op` on the nodes in `which` at once, each within `per_node`,
+    /// and collects the answers until `done` says enough is known (the
+    /// nodes not heard from by then stay `None`).
+    async fn fan_out<'a, T, F, Fut>(
+        &'a self,
+        which: impl Iterator<Item = usize>,
+        op: F,
+        mut done: impl FnMut(&[Option<Answer<T>>]) -> bool,
+    ) -> Vec<Option<Answer<T>>>
+    where
+        F: Fn(&'a Node) -> Fut,
+        Fut: Future<Output = Answer<T>>,
+    {
+        let mut answers: Vec<Option<Answer<T>>> = (0..self.nodes.len()).map(|_| None).collect();
+        let mut pending: FuturesUnordered<_> = which
+            .map(|i| {
+                let fut = op(&self.nodes[i]);
+                async move { (i, fut.await) }
+            })
+            .collect();
+        while let Some((i, answer)) = pending.next().await {
+            answers[i] = Some(answer);
+            if done(&answers) {
+                break;
+            }
+        }
+        answers
+    }
+
+    /// As [`fan_out`](Self::fan_out), but each node's operation runs as a
+    /// task of its own: once enough is known, the nodes not heard from yet
+    /// still get the command (an acquire or renewal that lands late makes
+    /// the lock sturdier, not weaker; release goes to every node anyway).
+    async fn fan_out_detached<T, F, Fut>(
+        &self,
+        op: F,
+        mut done: impl FnMut(&[Option<Answer<T>>]) -> bool,
+    ) -> Vec<Option<Answer<T>>>
+    where
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Answer<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut answers: Vec<Option<Answer<T>>> = (0..self.nodes.len()).map(|_| None).collect();
+        let mut pending: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let task = tokio::spawn(op(Arc::clone(node)));
+                async move { (i, task.await) }
+            })
+            .collect();
+        while let Some((i, answer)) = pending.next().await {
+            answers[i] =
+                Some(answer.unwrap_or_else(|e| Answer::Failed(format!("task failed: {e}"))));
+            if done(&answers) {
+                break;
+            }
+        }
+        answers
+    }
+
+    fn counts<T>(answers: &[Option<Answer<T>>]) -> (usize, usize, usize) {
+        answers.iter().fold((0, 0, 0), |(y, n, f), a| match a {
+            Some(Answer::Yes(_)) => (y + 1, n, f),
+            Some(Answer::No(_)) => (y, n + 1, f),
+            Some(Answer::Failed(_)) => (y, n, f + 1),
+            None => (y, n, f),
+        })
+    }
+
+    fn failure<T>(&self, answers: &[Option<Answer<T>>]) -> QuorumFailure {
+        let (granted, refused, _) = Self::counts(answers);
+        let failed = answers
+            .iter()
+            .zip(self.nodes.iter())
+            .filter_map(|(a, node)| match a {
+                Some(Answer::Failed(why)) => Some((node.name.clone(), why.clone())),
+                None => Some((node.name.clone(), "no answer in time".to_owned())),
+                _ => None,
+            })
+            .collect();
+        QuorumFailure {
+            nodes: self.nodes.len(),
+            needed: self.quorum,
+            granted,
+            refused,
+            failed,
+            expired_after: None,
+        }
+    }
+
+    fn per_node(&self, limit: Duration) -> Duration {
+        self.node_timeout.min(limit).max(Duration::from_millis(1))
+    }
+
+    pub(crate) async fn acquire(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        want_time: bool,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let started = Instant::now();
+        // Small against the ttl: a slow node must not eat the validity.
+        let per_node = self
+            .per_node(limit)
+            .min(ttl / 10)
+            .max(Duration::from_millis(1));
+        let n = self.nodes.len();
+        let quorum = self.quorum;
+        let epoch = self
+            .restart_delay
+            .map(|delay| (Arc::<str>::from(self.epoch_key.as_str()), delay));
+        let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
+        let answers = self
+            .fan_out_detached(
+                |node| {
+                    let (keys, token, epoch) = (
+                        Arc::clone(&keys_owned),
+                        Arc::clone(&token_owned),
+                        epoch.clone(),
+                    );
+                    async move { acquire_on(&node, &keys, &token, ttl, epoch, per_node).await }
+                },
+                // Enough is known once a majority granted, or refusals alone
+                // rule one out. Failures wait for the rest: a node that has
+                // not answered may still refuse, and busy must not be told
+                // as an outage.
+                |answers| {
+                    let (yes, no, _) = Self::counts(answers);
+                    yes >= quorum || no > n - quorum
+                },
+            )
+            .await;
+        let (granted, refused, _) = Self::counts(&answers);
+
+        if granted >= quorum {
+            // Phase two of the fencing token: the largest counter seen,
+            // made the floor of a majority's counters.
+            let fence = answers
+                .iter()
+                .filter_map(|a| match a {
+                    Some(Answer::Yes(fence)) => Some(*fence),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            let holders: Vec<usize> = (0..n)
+                .filter(|&i| matches!(answers[i], Some(Answer::Yes(_))))
+                .collect();
+            let raised = self
+                .fan_out(
+                    holders.iter().copied(),
+                    |node| async move {
+                        match node.backend.max_assign(keys, fence, per_node).await {
+                            Ok(_) => Answer::Yes(()),
+                            Err(e) => Answer::Failed(describe(&e)),
+                        }
+                    },
+                    |answers| Self::counts(answers).0 >= quorum,
+                )
+                .await;
+            let elapsed = started.elapsed();
+            let valid = ttl.saturating_sub(elapsed + drift(ttl));
+            if Self::counts(&raised).0 >= quorum && !valid.is_zero() {
+                return Ok(AcquireReply::Acquired {
+                    fence,
+                    at_ms: want_time.then(local_ms),
+                });
+            }
+            let mut failure = self.failure(&answers);
+            if Self::counts(&raised).0 < quorum {
+                failure
+                    .failed
+                    .extend(
+                        raised
+                            .iter()
+                            .zip(self.nodes.iter())
+                            .filter_map(|(a, node)| match a {
+                                Some(Answer::Failed(why)) => {
+                                    Some((node.name.clone(), format!("fencing phase: {why}")))
+                                }
+                                _ => None,
+                            }),
+                    );
+            } else {
+                failure.expired_after = Some(elapsed);
+            }
+            self.release_where(keys, token, &answers, per_node).await;
+            return Err(OpError::Quorum(Box::new(failure)));
+        }
+
+        // No majority: give back what was granted (and what may have been,
+        // on nodes that did not answer) before the caller retries with the
+        // same token.
+        self.release_where(keys, token, &answers, per_node).await;
+        if refused > n - quorum {
+            let pttl = answers
+                .iter()
+                .filter_map(|a| match a {
+                    Some(Answer::No(pttl)) => *pttl,
+                    _ => None,
+                })
+                .min();
+            return Ok(AcquireReply::Busy { pttl });
+        }
+        Err(OpError::Quorum(Box::new(self.failure(&answers))))
+    }
+
+    /// Releases `token` on every node that granted it or may have.
+    async fn release_where<T>(
+        &self,
+        keys: &Keys,
+        token: &str,
+        answers: &[Option<Answer<T>>],
+        per_node: Duration,
+    ) {
+        let which = (0..self.nodes.len())
+            .filter(|&i| !matches!(answers[i], Some(Answer::No(_))))
+            .collect::<Vec<_>>();
+        self.fan_out(
+            which.into_iter(),
+            |node| async move {
+                match node.backend.release(keys, token, per_node).await {
+                    Ok(_) => Answer::Yes(()),
+                    Err(e) => Answer::Failed(describe(&e)),
+                }
+            },
+            |_| false,
+        )
+        .await;
+    }
+
+    /// `Ok(true)`: a majority confirmed; `Ok(false)`: too many nodes no
+    /// longer hold the token for a majority to; else the failure.
+    fn verdict<T>(&self, answers: &[Option<Answer<T>>]) -> Result<bool, OpError> {
+        let (yes, no, _) = Self::counts(answers);
+        if yes >= self.quorum {
+            Ok(true)
+        } else if no > self.nodes.len() - self.quorum {
+            Ok(false)
+        } else {
+            Err(OpError::Quorum(Box::new(self.failure(answers))))
+        }
+    }
+
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let per_node = self.per_node(limit);
+        let (n, quorum) = (self.nodes.len(), self.quorum);
+        let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
+        let answers = self
+            .fan_out_detached(
+                |node| {
+                    let (keys, token) = (Arc::clone(&keys_owned), Arc::clone(&token_owned));
+                    async move {
+                        match node.backend.extend(&keys, &token, ttl, per_node).await {
+                            Ok(true) => Answer::Yes(()),
+                            Ok(false) => Answer::No(None),
+                            Err(e) => Answer::Failed(describe(&e)),
+                        }
+                    }
+                },
+                |answers| {
+                    let (yes, no, _) = Self::counts(answers);
+                    yes >= quorum || no > n - quorum
+                },
+            )
+            .await;
+        self.verdict(&answers)
+    }
+
+    pub(crate) async fn extend_many(
+        &self,
+        items: &[Renewal<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
+        let per_node = self.per_node(limit);
+        let per_node_answers = self
+            .fan_out(
+                0..self.nodes.len(),
+                |node| async move {
+                    match node.backend.extend_many(items, per_node).await {
+                        Ok(each) => Answer::Yes(each),
+                        Err(e) => Answer::Failed(describe(&e)),
+                    }
+                },
+                |_| false,
+            )
+            .await;
+        Ok((0..items.len())
+            .map(|item| {
+                let answers: Vec<Option<Answer<()>>> = per_node_answers
+                    .iter()
+                    .map(|node| match node {
+                        Some(Answer::Yes(each)) => Some(match each.get(item) {
+                            Some(Ok(true)) => Answer::Yes(()),
+                            Some(Ok(false)) => Answer::No(None),
+                            Some(Err(e)) => Answer::Failed(describe(e)),
+                            None => Answer::Failed("no answer".to_owned()),
+                        }),
+                        Some(Answer::Failed(why)) => Some(Answer::Failed(why.clone())),
+                        Some(Answer::No(_)) | None => None,
+                    })
+                    .collect();
+                self.verdict(&answers)
+            })
+            .collect())
+    }
+
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let per_node = self.per_node(limit);
+        let answers = self
+            .fan_out(
+                0..self.nodes.len(),
+                |node| async move {
+                    match node.backend.release(keys, token, per_node).await {
+                        Ok(true) => Answer::Yes(()),
+                        Ok(false) => Answer::No(None),
+                        Err(e) => Answer::Failed(describe(&e)),
+                    }
+                },
+                |_| false,
+            )
+            .await;
+        self.verdict(&answers)
+    }
+
+    /// `hold_at_least` with Redlock, on this process's clock: the lease is
+    /// cut to what is left of the minimum hold, or the lock released.
+    pub(crate) async fn release_after_hold(
+        &self,
+        keys: &Keys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+        limit: Duration,
+    ) -> Result<HoldRelease, OpError> {
+        let held_for = Duration::from_millis(local_ms().saturating_sub(at_ms));
+        let left = hold.saturating_sub(held_for);
+        if left >= Duration::from_millis(1) {
+            return Ok(match self.extend(keys, token, left, limit).await? {
+                true => HoldRelease::HeldUntilMinimum,
+                false => HoldRelease::NotOwner,
+            });
+        }
+        Ok(match self.release(keys, token, limit).await? {
+            true => HoldRelease::Deleted,
+            false => HoldRelease::NotOwner,
+        })
+    }
+
+    /// At least a majority of the nodes answer.
+    pub(crate) async fn check(&self) -> Result<(), OpError> {
+        let answers = self
+            .fan_out(
+                0..self.nodes.len(),
+                |node| async move {
+                    match node.backend.check().await {
+                        Ok(()) => Answer::Yes(()),
+                        Err(e) => Answer::Failed(describe(&e)),
+                    }
+                },
+                |_| false,
+            )
+            .await;
+        if Self::counts(&answers).0 >= self.quorum {
+            Ok(())
+        } else {
+            Err(OpError::Quorum(Box::new(self.failure(&answers))))
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! Redlock over independent redis-server processes: quorum acquire, extend
+//! and release with nodes down, errors that tell busy from outage, fencing
+//! tokens that keep increasing, a paused node, a partitioned holder, a
+//! paused holder, restarted-empty nodes, and replica-acknowledged locks.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redlock_runtime::{LockClient, LockError, LostReason};
+use redlock_tests::{FaultProxy, RedisServer};
+
+async fn start_nodes(n: usize) -> Vec<RedisServer> {
+    let mut nodes = Vec::with_capacity(n);
+    for _ in 0..n {
+        nodes.push(RedisServer::start().await);
+    }
+    nodes
+}
+
+fn urls(nodes: &[RedisServer]) -> Vec<String> {
+    nodes.iter().map(RedisServer::url).collect()
+}
+
+async fn redlock(urls: &[String]) -> LockClient {
+    LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .node_timeout(Duration::from_millis(150))
+        .connection_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("a majority of the nodes answers")
+}
+
+async fn holds(url: &str, key: &str) -> bool {
+    let mut conn = redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection");
+    conn.exists(key).await.expect("EXISTS")
+}
+
+/// A store that accepts a write only with a fencing token at least as high
+/// as any it has seen.
+#[derive(Default)]
+struct FencedStore {
+    highest: u64,
+    accepted: usize,
+    rejected: usize,
+}
+
+impl FencedStore {
+    fn write(&mut self, token: u64) -> bool {
+        if token >= self.highest {
+            self.highest = token;
+            self.accepted += 1;
+            true
+        } else {
+            self.rejected += 1;
+            false
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_work_with_two_down_and_fail_clearly_with_three_down() {
+    let mut nodes = start_nodes(5).await;
+    let urls = urls(&nodes);
+    let locks = redlock(&urls).await;
+
+    let guard = locks.lock("order:1").acquire().await.expect("all nodes up");
+    // The acquire returns once a majority granted; the others get the lock
+    // too, a moment later.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for url in &urls {
+        while !holds(url, "lock:{order:1}").await {
+            assert!(Instant::now() < deadline, "{url} never got the lock");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    guard.extend(Duration::from_secs(10)).await.expect("extend");
+    guard.release().await.expect("release");
+    for url in &urls {
+        assert!(!holds(url, "lock:{order:1}").await, "{url} released");
+    }
+
+    // Two of five down: a majority remains.
+    nodes[0].kill().await;
+    nodes[1].kill().await;
+    let guard = locks.lock("order:2").acquire().await.expect("3 of 5 up");
+    guard
+        .extend(Duration::from_secs(10))
+        .await
+        .expect("extend with 3 of 5 up");
+    guard.release().await.expect("release with 3 of 5 up");
+
+    // Busy is busy, not an outage, even with nodes down.
+    let held = locks.lock("order:3").acquire().await.expect("acquire");
+    let busy = redlock(&urls[2..])
+        .await
+        .lock("order:3")
+        .acquire()
+        .await
+        .expect_err("held by another owner");
+    assert!(busy.is_busy(), "{busy}");
+    let busy = LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .node_timeout(Duration::from_millis(150))
+        .build_unchecked()
+        .expect("client")
+        .lock("order:3")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .expect_err("held by another owner");
+    assert!(matches!(busy, LockError::WaitTimeout { .. }), "{busy}");
+    held.release().await.expect("release");
+
+    // Three of five down: no majority. The error says so, node by node.
+    nodes[2].kill().await;
+    let started = Instant::now();
+    let error = locks
+        .lock("order:4")
+        .wait(Duration::from_millis(500))
+        .acquire()
+        .await
+        .expect_err("no majority");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "bounded by the wait"
+    );
+    match &error {
+        LockError::Quorum { detail, .. } => {
+            assert_eq!((detail.nodes, detail.needed), (5, 3));
+            // The two live nodes granted; it was given back on them.
+            assert_eq!((detail.granted, detail.refused), (2, 0), "{error}");
+            assert_eq!(detail.failed.len(), 3, "{error}");
+            for (failure, node) in detail.failed.iter().zip(&nodes[..3]) {
+                assert!(failure.node.contains(&node.port().to_string()), "{error}");
+            }
+        }
+        other => panic!("expected a quorum error, got {other:?}"),
+    }
+    assert!(!error.is_busy() && error.is_transient());
+    let message = error.to_string();
+    assert!(
+        message.contains("2 of 5 nodes granted, 0 refused"),
+        "{message}"
+    );
+    assert!(message.contains("3 must agree"), "{message}");
+
+    // Bring them back: the same client works again.
+    for node in &mut nodes[..3] {
+        node.restart().await;
+    }
+    let guard = locks
+        .lock("order:4")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("works again once the nodes are back");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_keep_increasing_as_majorities_change() {
+    let mut nodes = start_nodes(3).await;
+    let urls = urls(&nodes);
+    let a = redlock(&urls).await;
+    let b = redlock(&urls).await;
+    let mut tokens = Vec::new();
+
+    let guard = a.lock("ledger").acquire().await.expect("all up");
+    tokens.push(guard.fencing_token());
+    guard.release().await.expect("release");
+
+    // A majority without node 0.
+    nodes[0].kill().await;
+    let guard = b
+        .lock("ledger")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .expect("2 of 3");
+    tokens.push(guard.fencing_token());
+    guard.release().await.expect("release");
+
+    // Node 0 comes back empty (its counter is gone) and node 1 goes down:
+    // the new majority {0, 2} shares node 2 with the last one.
+    nodes[0].restart().await;
+    nodes[1].kill().await;
+    let guard = a
+        .lock("ledger")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("{0, 2}");
+    tokens.push(guard.fencing_token());
+    guard.release().await.expect("release");
+
+    nodes[1].restart().await;
+    let guard = b
+        .lock("ledger")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("all up");
+    tokens.push(guard.fencing_token());
+    guard.release().await.expect("release");
+
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must strictly increase: {tokens:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_does_not_slow_the_acquire() {
+    let nodes = start_nodes(5).await;
+    let urls = urls(&nodes);
+    let node_timeout = Duration::from_millis(150);
+    let locks = redlock(&urls).await;
+    // Warm the connections first.
+    locks
+        .lock("warm")
+        .acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+
+    nodes[4].pause();
+    let mut slowest = Duration::ZERO;
+    for i in 0..20 {
+        let started = Instant::now();
+        let guard = locks
+            .lock(format!("paused:{i}"))
+            .acquire()
+            .await
+            .expect("4 of 5 answer");
+        slowest = slowest.max(started.elapsed());
+        drop(guard);
+    }
+    nodes[4].resume();
+    // The acquire stops listening once a majority granted: the hung node
+    // costs nothing, and never more than its timeout.
+    assert!(
+        slowest < node_timeout + Duration::from_millis(100),
+        "slowest acquire took {slowest:?} with one node paused"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_from_the_majority_learns_it_lost_before_anyone_else_gets_the_lock() {
+    let nodes = start_nodes(3).await;
+    let mut proxies = Vec::new();
+    for node in &nodes {
+        proxies.push(FaultProxy::start(node.addr()).await);
+    }
+    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let holder = redlock(&proxied).await;
+    let other = redlock(&urls(&nodes)).await;
+
+    let ttl = Duration::from_millis(1_500);
+    let guard = holder
+        .lock("report")
+        .ttl(ttl)
+        .acquire()
+        .await
+        .expect("acquire");
+    let fence = guard.fencing_token();
+    let lost = guard.lost();
+
+    // Partition: the holder can no longer reach two of the three nodes.
+    let cut = Instant::now();
+    proxies[0].blackhole(true);
+    proxies[1].blackhole(true);
+
+    let contender = tokio::spawn(async move {
+        let guard = other
+            .lock("report")
+            .ttl(ttl)
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("the lock passes on once the holder's lease ran out");
+        (Instant::now(), guard.fencing_token(), guard)
+    });
+    let reason = tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("the holder learns that it lost the lock");
+    let lost_at = Instant::now();
+    assert_eq!(reason, LostReason::Unconfirmed);
+    assert!(
+        lost_at.duration_since(cut) <= ttl,
+        "lost() fired {:?} after the cut, later than a full ttl",
+        lost_at.duration_since(cut)
+    );
+    let (acquired_at, new_fence, new_guard) = contender.await.expect("no panic");
+    assert!(
+        acquired_at >= lost_at,
+        "the other client got the lock {:?} before the holder knew it lost it",
+        lost_at.duration_since(acquired_at)
+    );
+    assert!(new_fence > fence, "{new_fence} must exceed {fence}");
+    proxies[0].blackhole(false);
+    proxies[1].blackhole(false);
+    new_guard.release().await.expect("release");
+}
+
+/// Kills the child on drop, so a failing test leaves no process behind.
+struct Holder(Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap_or(0)),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
+    let nodes = start_nodes(3).await;
+    let urls = urls(&nodes);
+    let ttl = Duration::from_millis(1_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+        .args([
+            urls.join(",").as_str(),
+            "invoice",
+            &ttl.as_millis().to_string(),
+            "on",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the lock_holder child process");
+    let stdout = child.stdout.take().expect("child stdout");
+    let holder = Holder(child);
+    let line = BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("lock_holder printed nothing (did it fail to acquire?)")
+        .expect("read lock_holder's output");
+    let old_token: u64 = line
+        .strip_prefix("ACQUIRED ")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected lock_holder output {line:?}"));
+    let mut store = FencedStore::default();
+    assert!(
+        store.write(old_token),
+        "the holder writes while it holds the lock"
+    );
+
+    // A stop-the-world pause of the holder (its watchdog stops too).
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(holder.0.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    let locks = redlock(&urls).await;
+    let guard = locks
+        .lock("invoice")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("the lease of the paused holder runs out");
+    let new_token = guard.fencing_token();
+    assert!(store.write(new_token));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+
+    // The holder wakes up and writes with the token it had: rejected.
+    assert!(old_token < new_token, "{old_token} then {new_token}");
+    assert!(
+        !store.write(old_token),
+        "the store took a write from a holder that lost the lock"
+    );
+    assert_eq!((store.accepted, store.rejected), (2, 1));
+    guard.release().await.expect("release");
+    drop(holder);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passed() {
+    let mut nodes = start_nodes(3).await;
+    let urls = urls(&nodes);
+    let delay = Duration::from_millis(1_500);
+    let with_delay = || {
+        LockClient::builder()
+            .redlock(urls.iter().cloned())
+            .node_timeout(Duration::from_millis(150))
+            .restart_delay(delay)
+            .build_unchecked()
+            .expect("client")
+    };
+    let a = with_delay();
+    // The first contact marks each node; it counts after the delay.
+    let first = a
+        .lock("warmup")
+        .acquire()
+        .await
+        .expect_err("every node is new");
+    assert!(
+        matches!(&first, LockError::Quorum { detail, .. } if detail.failed.len() == 3),
+        "{first}"
+    );
+    assert!(first.to_string().contains("restart delay"), "{first}");
+    let guard = a
+        .lock("stock")
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("after the delay");
+    let fence = guard.fencing_token();
+
+    // Two nodes crash and come back without their data.
+    nodes[1].kill().await;
+    nodes[2].kill().await;
+    nodes[1].restart().await;
+    nodes[2].restart().await;
+
+    // With the delay, they refuse to grant: no second owner.
+    let b = with_delay();
+    let error = b
+        .lock("stock")
+        .acquire()
+        .await
+        .expect_err("must not be granted");
+    match &error {
+        LockError::Quorum { detail, .. } => {
+            assert_eq!(
+                (detail.granted, detail.refused, detail.failed.len()),
+                (0, 1, 2),
+                "{error}"
+            );
+        }
+        other => panic!("expected a quorum error, got {other:?}"),
+    }
+
+    // The hazard it prevents: a client without the delay gets a majority
+    // from the two empty nodes while the first owner still holds node 0.
+    let careless = redlock(&urls).await;
+    let second_owner = careless
+        .lock("stock")
+        .acquire()
+        .await
+        .expect("two empty nodes make a majority");
+    assert!(
+        holds(&urls[0], "lock:{stock}").await,
+        "node 0 still has the first owner's lock"
+    );
+    second_owner.release().await.expect("release");
+
+    // The first owner's watchdog finds its token gone on a majority.
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("the first owner learns it lost the lock");
+    assert_eq!(reason, LostReason::TokenGone);
+    // After the delay, the restarted nodes count again.
+    let guard = b
+        .lock("stock")
+        .wait(Duration::from_secs(12))
+        .acquire()
+        .await
+        .expect("after the delay, and once node 0's old lease ended");
+    assert!(guard.fencing_token() > fence);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
+    let primary = RedisServer::start().await;
+    let replica =
+        RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &primary.port().to_string()])
+            .await;
+    // Ready when the primary sees the replica and gets its acknowledgements.
+    let mut primary_conn = redis::Client::open(primary.url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _: () = primary_conn.set("sync-probe", 1).await.expect("SET");
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(100)
+            .query_async(&mut primary_conn)
+            .await
+            .expect("WAIT");
+        if acked == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never acknowledged a write"
+        );
+    }
+    let locks = LockClient::builder()
+        .url(primary.url())
+        .replicas(1, Duration::from_millis(100))
+        .build()
+        .await
+        .expect("connect");
+
+    let guard = locks
+        .lock("payout")
+        .acquire()
+        .await
+        .expect("the replica acknowledges");
+    assert!(
+        holds(&replica.url(), "lock:{payout}").await,
+        "the replica has the lock"
+    );
+    guard.release().await.expect("release");
+
+    replica.pause();
+    let error = locks
+        .lock("payout")
+        .acquire()
+        .await
+        .expect_err("the replica is paused");
+    replica.resume();
+    match &error {
+        LockError::Replicas {
+            wanted,
+            acknowledged,
+            timeout,
+            ..
+        } => {
+            assert_eq!((*wanted, *acknowledged), (1, 0));
+            assert_eq!(*timeout, Duration::from_millis(100));
+        }
+        other => panic!("expected a replicas error, got {other:?}"),
+    }
+    assert!(error.to_string().contains("0 of 1 replicas"), "{error}");
+    assert!(
+        !holds(&primary.url(), "lock:{payout}").await,
+        "no lock is left behind"
+    );
+}
