@@ -542,3 +542,47 @@ async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
         "no lock is left behind"
     );
 }
+
+#[redlock_runtime::distributed_lock(key = "job:<name>", on_busy = "skip", client = locks)]
+async fn job(locks: &LockClient, name: &str) -> Option<u64> {
+    redlock_runtime::current_lock().map(|held| held.fencing_token())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_runs_and_the_attribute_work_on_redlock() {
+    let nodes = start_nodes(3).await;
+    let urls = urls(&nodes);
+    let locks = redlock(&urls).await;
+    let other = redlock(&urls).await;
+
+    let token = job(&locks, "sync").await.expect("ran");
+    let held = other.lock("job:sync").acquire().await.expect("acquire");
+    assert!(held.fencing_token() > token);
+    assert_eq!(
+        job(&locks, "sync").await,
+        None,
+        "skipped while held elsewhere"
+    );
+    drop(held);
+
+    // Reentrant scoped run, and fair() refused with a clear error.
+    let depth = locks
+        .lock("cart")
+        .run(async {
+            locks
+                .lock("cart")
+                .run(async { redlock_runtime::current_lock().map(|c| c.depth()) })
+                .await
+        })
+        .await
+        .expect("outer")
+        .expect("inner");
+    assert_eq!(depth, Some(2));
+    let error = locks
+        .lock("cart")
+        .fair()
+        .acquire()
+        .await
+        .expect_err("fair needs one Redis");
+    assert!(error.to_string().contains("fair()"), "{error}");
+}
