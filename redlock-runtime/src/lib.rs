@@ -83,6 +83,49 @@
 //! # }
 //! ```
 //!
+//! # Which mode do I need
+//!
+//! | mode | build it with | survives | does not survive |
+//! |---|---|---|---|
+//! | one Redis | [`LockClient::connect`] | holder crashes (the lease ends), network blips shorter than the lease, Redis restarts *with* persistence (AOF) | Redis down (no lock can be taken: requests fail with a typed error, never "busy"); a restart *without* persistence while a lock is held (the lock is forgotten) |
+//! | a primary with replicas | [`LockClientBuilder::replicas`]`(n, timeout)` | all of the above, and a failover to a replica: every acquire and renewal waits until `n` replicas have it, else the lock is not held | losing the primary and all `n` acknowledging replicas at once; Redis's asynchronous replication is made synchronous only for lock writes |
+//! | Redlock, 3 or 5 independent masters | [`LockClient::redlock`] / [`LockClientBuilder::redlock`] | any minority of nodes down, hung (paused) or cut off; a holder cut off from the majority learns it lost the lock (its validity ends) before anyone else can take it | a majority down (requests fail with [`LockError::Quorum`], saying which nodes failed); nodes that restart without persistence, unless [`restart_delay`](LockClientBuilder::restart_delay) is set to the longest ttl |
+//!
+//! In every mode, a holder that stops for longer than its lease (a GC or VM
+//! pause, SIGSTOP) cannot know it lost the lock until it runs again, and
+//! may write once more. Only the store it writes to can refuse that write:
+//! pass [`LockGuard::fencing_token`] with each write and have the store
+//! reject a token lower than the highest it has seen (a conditional
+//! `UPDATE .. WHERE fence <= $token`, a compare-and-set).
+//!
+//! **Fencing under a quorum.** Each node increments its own counter when
+//! it grants the lock; the client then raises the counter to the largest
+//! value it saw on a majority (a max-assign script), and that value is the
+//! token. Any two majorities share a node. The next holder's majority so
+//! includes a node whose counter is already at least this token, and
+//! increments it: the next token is strictly larger. Counters of a node
+//! that restarts without persistence start again from zero; the majority
+//! rule still carries the largest value forward as long as one node of
+//! every majority kept its data, and the `redlock` tests check tokens
+//! across changing majorities and a paused holder.
+//!
+//! **Restarted nodes.** A node that restarts empty forgets the locks it
+//! held: together with one other node it can hand a second owner a
+//! majority while the first owner still holds the lock on the rest. The
+//! mitigations: run the nodes with persistence (`appendonly yes`,
+//! `appendfsync always` to be strict), or delay their return by the
+//! longest ttl. [`LockClientBuilder::restart_delay`] does the latter from
+//! the client's side: a node whose data is gone (it keeps a marker key)
+//! grants nothing until that long after it came back.
+//!
+//! **Timing.** A Redlock acquire sends to every node at once and returns as
+//! soon as a majority granted, so a hung node costs nothing and a slow one
+//! at most the per-node timeout ([`LockClientBuilder::node_timeout`],
+//! 100 ms, and at most a tenth of the ttl). The lock is held only while its
+//! validity lasts: `ttl - time to acquire - (ttl / 100 + 2 ms)` for clock
+//! drift between the nodes. [`LockRequest::fair`] is not available with
+//! Redlock, and waiters poll instead of being woken by the release.
+//!
 //! # Keys in Redis
 //!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`

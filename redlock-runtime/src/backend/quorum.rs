@@ -331,31 +331,42 @@ impl QuorumBackend {
                 })
                 .max()
                 .unwrap_or(0);
-            let holders: Vec<usize> = (0..n)
-                .filter(|&i| matches!(answers[i], Some(Answer::Yes(_))))
+            // Granted nodes already at the largest value need no raise; in
+            // steady state (every node takes part in every acquire) that is
+            // all of them, and the second round trip is skipped.
+            let at_fence = answers
+                .iter()
+                .filter(|a| matches!(a, Some(Answer::Yes(f)) if *f == fence))
+                .count();
+            let below: Vec<usize> = (0..n)
+                .filter(|&i| matches!(answers[i], Some(Answer::Yes(f)) if f < fence))
                 .collect();
-            let raised = self
-                .fan_out(
-                    holders.iter().copied(),
+            let raised = if at_fence >= quorum {
+                Vec::new()
+            } else {
+                self.fan_out(
+                    below.iter().copied(),
                     |node| async move {
                         match node.backend.max_assign(keys, fence, per_node).await {
                             Ok(_) => Answer::Yes(()),
                             Err(e) => Answer::Failed(describe(&e)),
                         }
                     },
-                    |answers| Self::counts(answers).0 >= quorum,
+                    |answers| at_fence + Self::counts(answers).0 >= quorum,
                 )
-                .await;
+                .await
+            };
+            let floor_set = at_fence + Self::counts(&raised).0;
             let elapsed = started.elapsed();
             let valid = ttl.saturating_sub(elapsed + drift(ttl));
-            if Self::counts(&raised).0 >= quorum && !valid.is_zero() {
+            if floor_set >= quorum && !valid.is_zero() {
                 return Ok(AcquireReply::Acquired {
                     fence,
                     at_ms: want_time.then(local_ms),
                 });
             }
             let mut failure = self.failure(&answers);
-            if Self::counts(&raised).0 < quorum {
+            if floor_set < quorum {
                 failure
                     .failed
                     .extend(
