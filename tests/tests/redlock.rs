@@ -586,3 +586,57 @@ async fn scoped_runs_and_the_attribute_work_on_redlock() {
         .expect_err("fair needs one Redis");
     assert!(error.to_string().contains("fair()"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_errors_name_the_nodes_without_their_passwords() {
+    // Nothing listens on these ports: every node fails.
+    let urls: Vec<String> = (1..=3)
+        .map(|port| format!("redis://:hunter2@127.0.0.1:{port}"))
+        .collect();
+    let error = LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .connection_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect_err("no node answers");
+    let message = error.to_string();
+    assert!(matches!(error, LockError::Connect { .. }), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(message.contains("127.0.0.1:2"), "{message}");
+
+    let locks = LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .connection_timeout(Duration::from_millis(300))
+        .build_unchecked()
+        .expect("client");
+    let error = locks
+        .lock("k")
+        .acquire()
+        .await
+        .expect_err("no node answers");
+    let message = error.to_string();
+    assert!(
+        matches!(&error, LockError::Quorum { detail, .. } if detail.failed.len() == 3),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(!format!("{locks:?}").contains("hunter2"));
+
+    let duplicate = LockClient::builder()
+        .redlock([
+            "redis://127.0.0.1:7001",
+            "redis://127.0.0.1:7002",
+            "redis://127.0.0.1:7001",
+        ])
+        .build_unchecked()
+        .expect_err("a node listed twice");
+    assert!(
+        duplicate.to_string().contains("listed twice"),
+        "{duplicate}"
+    );
+    let two = LockClient::builder()
+        .redlock(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
+        .build_unchecked()
+        .expect_err("two nodes");
+    assert!(two.to_string().contains("at least 3"), "{two}");
+}

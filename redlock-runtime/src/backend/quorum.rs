@@ -19,8 +19,9 @@
 //!   refuses to grant until the delay has passed, so it cannot help a second
 //!   owner to a majority while the first still holds the lock elsewhere.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -42,6 +43,39 @@ pub(crate) struct QuorumBackend {
     node_timeout: Duration,
     restart_delay: Option<Duration>,
     epoch_key: String,
+    /// Acquire commands still on their way to a node after the acquire
+    /// returned, by owner token: a release waits for them, or one landing
+    /// after it would leave the lock behind on that node.
+    in_flight: InFlight,
+}
+
+type InFlight = Arc<Mutex<HashMap<Arc<str>, Arc<tokio::sync::watch::Sender<usize>>>>>;
+
+/// One acquire's commands in flight; each node's task drops a clone when
+/// its command is answered (or given up).
+#[derive(Clone)]
+struct Tracker {
+    registry: InFlight,
+    token: Arc<str>,
+    counter: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// Marks one node's acquire command as finished when dropped.
+struct Landed(Tracker);
+
+impl Drop for Landed {
+    fn drop(&mut self) {
+        let t = &self.0;
+        let mut registry = t.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        t.counter.send_modify(|c| *c = c.saturating_sub(1));
+        if *t.counter.borrow() == 0
+            && registry
+                .get(&t.token)
+                .is_some_and(|current| Arc::ptr_eq(current, &t.counter))
+        {
+            registry.remove(&t.token);
+        }
+    }
 }
 
 impl fmt::Debug for QuorumBackend {
@@ -178,6 +212,7 @@ impl QuorumBackend {
             node_timeout,
             restart_delay,
             epoch_key: format!("{key_prefix}__node_epoch"),
+            in_flight: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -244,6 +279,42 @@ impl QuorumBackend {
         answers
     }
 
+    /// Counts `n` acquire commands for `token` as in flight.
+    fn track(&self, token: &Arc<str>, n: usize) -> Tracker {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let counter = in_flight
+            .entry(Arc::clone(token))
+            .or_insert_with(|| Arc::new(tokio::sync::watch::Sender::new(0)));
+        counter.send_modify(|c| *c += n);
+        Tracker {
+            registry: Arc::clone(&self.in_flight),
+            token: Arc::clone(token),
+            counter: Arc::clone(counter),
+        }
+    }
+
+    /// Waits (bounded by the per-node timeout) until no acquire command of
+    /// `token` is on its way to a node.
+    async fn settle(&self, token: &str) {
+        let counter = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .cloned();
+        if let Some(counter) = counter {
+            let mut rx = counter.subscribe();
+            let _ = tokio::time::timeout(
+                self.node_timeout * 2 + Duration::from_millis(50),
+                rx.wait_for(|c| *c == 0),
+            )
+            .await;
+        }
+    }
+
     fn counts<T>(answers: &[Option<Answer<T>>]) -> (usize, usize, usize) {
         answers.iter().fold((0, 0, 0), |(y, n, f), a| match a {
             Some(Answer::Yes(_)) => (y + 1, n, f),
@@ -298,6 +369,7 @@ impl QuorumBackend {
             .restart_delay
             .map(|delay| (Arc::<str>::from(self.epoch_key.as_str()), delay));
         let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
+        let tracker = self.track(&token_owned, n);
         let answers = self
             .fan_out_detached(
                 |node| {
@@ -306,7 +378,12 @@ impl QuorumBackend {
                         Arc::clone(&token_owned),
                         epoch.clone(),
                     );
-                    async move { acquire_on(&node, &keys, &token, ttl, epoch, per_node).await }
+                    // Dropped with the task, even one that never ran.
+                    let landed = Landed(tracker.clone());
+                    async move {
+                        let _landed = landed;
+                        acquire_on(&node, &keys, &token, ttl, epoch, per_node).await
+                    }
                 },
                 // Enough is known once a majority granted, or refusals alone
                 // rule one out. Failures wait for the rest: a node that has
@@ -412,6 +489,7 @@ impl QuorumBackend {
         answers: &[Option<Answer<T>>],
         per_node: Duration,
     ) {
+        self.settle(token).await;
         let which = (0..self.nodes.len())
             .filter(|&i| !matches!(answers[i], Some(Answer::No(_))))
             .collect::<Vec<_>>();
@@ -517,6 +595,7 @@ impl QuorumBackend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         let per_node = self.per_node(limit);
+        self.settle(token).await;
         let answers = self
             .fan_out(
                 0..self.nodes.len(),
@@ -543,6 +622,7 @@ impl QuorumBackend {
         hold: Duration,
         limit: Duration,
     ) -> Result<HoldRelease, OpError> {
+        self.settle(token).await;
         let held_for = Duration::from_millis(local_ms().saturating_sub(at_ms));
         let left = hold.saturating_sub(held_for);
         if left >= Duration::from_millis(1) {
