@@ -80,6 +80,7 @@
 
 mod backend;
 mod backoff;
+mod channel;
 mod client;
 mod error;
 mod guard;
@@ -90,6 +91,7 @@ mod wakeups;
 mod watchdog;
 
 pub use backoff::RetryPolicy;
+pub use channel::ChannelWatch;
 pub use client::{LockClient, LockClientBuilder, LockRequest};
 pub use error::{ConfigError, LockError, LostReason, Operation};
 pub use guard::{LockGuard, Lost};
