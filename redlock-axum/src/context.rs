@@ -4,6 +4,11 @@
 /// Put in the request's extensions before the handler runs, and in the
 /// response's extensions of every request the layer ran or replayed.
 ///
+/// Absent when the layer let the request through without idempotency (a
+/// method it does not cover, no key, or the store unavailable with
+/// `fail_open`): take `Option<Extension<IdempotencyContext>>` in handlers
+/// that may see such requests.
+///
 /// ```
 /// use axum::Extension;
 /// use redlock_axum::IdempotencyContext;
