@@ -105,7 +105,10 @@ async fn create(work: Duration, body: Bytes) -> impl IntoResponse {
     if !work.is_zero() {
         tokio::time::sleep(work).await;
     }
-    let json = format!(r#"{{"id":42,"status":"created","request_bytes":{}}}"#, body.len());
+    let json = format!(
+        r#"{{"id":42,"status":"created","request_bytes":{}}}"#,
+        body.len()
+    );
     (
         StatusCode::CREATED,
         [
@@ -277,18 +280,58 @@ async fn main() {
         eprintln!("{label}: warming up ...");
         let mut scratch = Tally::default();
         for path in [bare, idem] {
-            slice(addr, path, args.connections, slice_len / 2, next_nonce(), &mut scratch).await;
+            slice(
+                addr,
+                path,
+                args.connections,
+                slice_len / 2,
+                next_nonce(),
+                &mut scratch,
+            )
+            .await;
         }
         let (mut b, mut i) = (Tally::default(), Tally::default());
         for n in 0..slices {
             eprintln!("{label}: slice {}/{slices}", n + 1);
             // Alternate which goes first, too.
             if n % 2 == 0 {
-                slice(addr, bare, args.connections, slice_len, next_nonce(), &mut b).await;
-                slice(addr, idem, args.connections, slice_len, next_nonce(), &mut i).await;
+                slice(
+                    addr,
+                    bare,
+                    args.connections,
+                    slice_len,
+                    next_nonce(),
+                    &mut b,
+                )
+                .await;
+                slice(
+                    addr,
+                    idem,
+                    args.connections,
+                    slice_len,
+                    next_nonce(),
+                    &mut i,
+                )
+                .await;
             } else {
-                slice(addr, idem, args.connections, slice_len, next_nonce(), &mut i).await;
-                slice(addr, bare, args.connections, slice_len, next_nonce(), &mut b).await;
+                slice(
+                    addr,
+                    idem,
+                    args.connections,
+                    slice_len,
+                    next_nonce(),
+                    &mut i,
+                )
+                .await;
+                slice(
+                    addr,
+                    bare,
+                    args.connections,
+                    slice_len,
+                    next_nonce(),
+                    &mut b,
+                )
+                .await;
             }
         }
         rows.push((label, b, i));
@@ -309,7 +352,11 @@ async fn main() {
         let ratio = i.rate() / b.rate();
         for (route, t) in [("bare", &mut b), ("with layer", &mut i)] {
             let (p50, p99) = (t.percentile_ms(0.50), t.percentile_ms(0.99));
-            let r = if route == "bare" { "1.00".to_owned() } else { format!("{ratio:.2}") };
+            let r = if route == "bare" {
+                "1.00".to_owned()
+            } else {
+                format!("{ratio:.2}")
+            };
             println!(
                 "| {label} | {route} | {:.0} | {p50:.2} | {p99:.2} | {} | {r} |",
                 t.rate(),
