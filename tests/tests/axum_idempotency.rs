@@ -410,6 +410,67 @@ async fn redis_paused_is_a_503_within_a_bounded_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_lost_to_a_pause_does_not_block_the_key_for_a_lease() {
+    // The claim reaches the paused Redis and is applied when it resumes,
+    // but its answer came too late: the layer gives it back.
+    let (redis, _locks, probe, _events, server) =
+        setup(false, |l| l.redis_timeout(Duration::from_millis(300))).await;
+    // Open every connection first, so that the claim is sent at once (a new
+    // connection's check-out PING would hang instead).
+    for n in 0..8 {
+        let key = format!("warm-{n}");
+        assert_eq!(
+            post_ok(server.addr, "/orders", Some(&key), "{}")
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+    }
+    redis.pause();
+    let reply = post_ok(server.addr, "/orders", Some("k-lost"), "{}").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    redis.resume();
+    // The give-back runs in the background: retry until it has (bounded,
+    // far below the 30 s lease the claim would otherwise hold the key for).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reply = loop {
+        let reply = post_ok(server.addr, "/orders", Some("k-lost"), "{}").await;
+        if reply.status != StatusCode::CONFLICT || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(reply.status, StatusCode::CREATED, "{reply:?}");
+    assert_eq!(probe.runs(), 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_is_a_503_and_requests_go_through_once_it_is_back() {
+    let (mut redis, _locks, probe, _events, server) =
+        setup(false, |l| l.redis_timeout(Duration::from_millis(500))).await;
+    redis.kill().await;
+    let started = Instant::now();
+    let reply = post_ok(server.addr, "/orders", Some("k-down"), "{}").await;
+    assert_problem(&reply, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "503 after {:?}",
+        started.elapsed()
+    );
+    redis.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reply = loop {
+        let reply = post_ok(server.addr, "/orders", Some("k-down"), "{}").await;
+        if reply.status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(reply.status, StatusCode::CREATED, "{reply:?}");
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_lets_requests_through_while_redis_is_paused() {
     let (redis, _locks, probe, _events, server) = setup(false, |l| {
         l.redis_timeout(Duration::from_millis(300)).fail_open()

@@ -71,6 +71,9 @@
 //!   [`redis_timeout`](IdempotencyLayer::redis_timeout)): `503` with
 //!   `Retry-After`, the handler does not run; with
 //!   [`fail_open`](IdempotencyLayer::fail_open) it runs without protection.
+//!   A claim whose answer was lost (it may still be applied, say by a paused
+//!   Redis that resumes) is released in the background, so that retries do
+//!   not get `409` for a whole lease.
 //! - Lease lost while the handler runs (renewals failed for a whole lease,
 //!   or the record expired): the response still goes to the client, the
 //!   record is not overwritten (every write checks the owner token), and a

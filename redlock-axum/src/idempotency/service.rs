@@ -339,6 +339,15 @@ impl Claimed {
                 .await
                 .map_err(|error| {
                     tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "idempotency store unavailable");
+                    if error.outcome_unknown() {
+                        tokio::spawn(give_back(
+                            config.store.clone(),
+                            self.record.clone(),
+                            self.owner.clone(),
+                            config.lease,
+                            config.redis_timeout,
+                        ));
+                    }
                 })?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match (claim, left) {
@@ -575,6 +584,31 @@ impl Claimed {
                 tracing::warn!(target: TARGET, key_hash = %self.key_hash, %error, "could not release the key; it frees when its lease runs out");
             }
         }
+    }
+}
+
+/// A claim whose answer was lost (timeout, broken connection) may still be
+/// applied, even later (queued in a paused Redis): release it, so that
+/// retries do not get `409` for a whole lease. Tries until a release
+/// succeeds or a lease has passed (after which a late claim expires by
+/// itself); releases are owner-checked, so extra ones are harmless.
+async fn give_back(
+    store: IdempotencyStore,
+    record: RecordKey,
+    owner: String,
+    lease: Duration,
+    limit: Duration,
+) {
+    let until = Instant::now() + lease;
+    let every = (lease / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    loop {
+        if let Ok(true) = store.release(&record, &owner, limit).await {
+            return;
+        }
+        if Instant::now() + every >= until {
+            return;
+        }
+        tokio::time::sleep(every).await;
     }
 }
 

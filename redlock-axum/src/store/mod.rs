@@ -135,6 +135,17 @@ pub(crate) enum StoreError {
     Reply(String),
 }
 
+impl StoreError {
+    /// True when the command may have been applied although no answer came.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Timeout(_) | Self::Reply(_) => true,
+            Self::Redis(e) => e.is_io_error() || e.is_timeout() || e.is_connection_dropped(),
+            Self::Pool(_) => false,
+        }
+    }
+}
+
 /// A registered interest in a record's next change (for
 /// `wait_for_result`): registered before the record is read again, so a
 /// change in between is not missed.
