@@ -649,3 +649,80 @@ async fn a_request_body_over_the_limit_is_413() {
     let r = post_ok(server.addr, "/orders", Some("k-413"), &"x".repeat(64)).await;
     assert_eq!(r.status, StatusCode::CREATED);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable() {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    let (probe, _events) = Probe::new(false);
+    let layer = layer(&locks)
+        .header(http::HeaderName::from_static("x-request-key"))
+        .methods([http::Method::PUT])
+        .mismatch_status(StatusCode::CONFLICT)
+        // Store 2xx only: a 4xx runs again.
+        .store_if(|status| status.is_success())
+        .map_rejection(|rejection| {
+            (rejection.status(), format!("custom: {}", rejection.title())).into_response()
+        });
+    let app = Router::new()
+        .route(
+            "/orders",
+            axum::routing::put(create_order).post(create_order),
+        )
+        .route(
+            "/bad",
+            axum::routing::put(|State(probe): State<Probe>| async move {
+                let run = probe.enter().await;
+                probe.leave(run);
+                StatusCode::BAD_REQUEST
+            }),
+        )
+        .layer(layer)
+        .layer(middleware::from_fn(fake_auth))
+        .with_state(probe.clone());
+    let server = serve(app).await;
+    let put = |path: &str, key: &'static str, body: &'static str| {
+        http::Request::put(format!("http://{}{path}", server.addr))
+            .header("host", server.addr.to_string())
+            .header("x-request-key", key)
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                body.as_bytes(),
+            )))
+            .expect("request")
+    };
+
+    let first = send(server.addr, put("/orders", "c-1", "a"))
+        .await
+        .expect("response");
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = send(server.addr, put("/orders", "c-1", "a"))
+        .await
+        .expect("response");
+    assert!(again.replayed(), "the key is read from x-request-key");
+    let other = send(server.addr, put("/orders", "c-1", "b"))
+        .await
+        .expect("response");
+    assert_eq!(other.status, StatusCode::CONFLICT);
+    assert_eq!(
+        other.body,
+        "custom: Idempotency key reused with a different request"
+    );
+    assert_eq!(probe.runs(), 1);
+
+    // POST is not covered any more: the same key runs every time.
+    for _ in 0..2 {
+        let r = post_ok(server.addr, "/orders", Some("c-1"), "a").await;
+        assert!(!r.replayed());
+    }
+    assert_eq!(probe.runs(), 3);
+
+    // A 400 is not stored under this policy: the retry runs.
+    for _ in 0..2 {
+        let r = send(server.addr, put("/bad", "c-2", ""))
+            .await
+            .expect("response");
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(!r.replayed());
+    }
+    assert_eq!(probe.runs(), 5);
+}
