@@ -345,7 +345,7 @@ async fn main() {
         slices as f64 * args.slice
     );
     println!();
-    println!("| handler | route | req/s | p50 ms | p99 | failures | ratio (req/s) |");
+    println!("| handler | route | req/s | p50 ms | p99 ms | failures | ratio (req/s) |");
     println!("|---|---|---:|---:|---:|---:|---:|");
     let mut verdicts = Vec::new();
     for (label, mut b, mut i) in rows {

@@ -521,6 +521,10 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await });
     events.started().await;
     let second = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await });
+    // More waiters: one message wakes one, which passes it on.
+    let more: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await }))
+        .collect();
     // The duplicate subscribes to the record's channel while it waits.
     let mut raw = raw_redis(&redis.url()).await;
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -553,6 +557,11 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
         "woken by the completion, not by polling: {:?}",
         opened.elapsed()
     );
+    for waiter in more {
+        let reply = waiter.await.expect("task");
+        assert!(reply.replayed(), "{reply:?}");
+        assert_eq!(reply.body, first.body);
+    }
     assert_eq!(probe.runs(), 1);
 }
 
@@ -725,4 +734,27 @@ async fn header_methods_store_policy_mismatch_status_and_rejections_are_configur
         assert!(!r.replayed());
     }
     assert_eq!(probe.runs(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed() {
+    let lease = Duration::from_millis(300);
+    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l.lease(lease)).await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-long"), "{}").await });
+    events.started().await;
+    // The subject here is time passing: three leases, renewed every lease/3.
+    tokio::time::sleep(lease * 3).await;
+    let duplicate = post_ok(addr, "/orders", Some("k-long"), "{}").await;
+    assert_eq!(
+        duplicate.status,
+        StatusCode::CONFLICT,
+        "the renewed lease still holds the key"
+    );
+    assert_eq!(duplicate.header("retry-after"), Some("1"));
+    probe.open(1);
+    assert_eq!(first.await.expect("task").status, StatusCode::CREATED);
+    let retry = post_ok(addr, "/orders", Some("k-long"), "{}").await;
+    assert!(retry.replayed());
+    assert_eq!(probe.runs(), 1);
 }
