@@ -721,9 +721,20 @@ where
         headers,
         body: Some(data.clone()),
     };
+    // Trailers are not stored (nor replayed), but the first client gets
+    // them.
+    let body = if frames.iter().any(Frame::is_trailers) {
+        Body::new(Prefixed {
+            frames,
+            error: None,
+            rest: Body::empty(),
+        })
+    } else {
+        Body::from(data)
+    };
     Taken::Store {
         stored,
-        response: Response::from_parts(parts, Body::from(data)),
+        response: Response::from_parts(parts, body),
     }
 }
 
@@ -771,6 +782,159 @@ impl RetainContentFree for HeaderMap {
             .collect();
         for name in names {
             self.remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::StatusCode;
+    use http_body_util::StreamBody;
+
+    fn config(store_limit: usize) -> Config {
+        IdempotencyLayer::new(redlock_runtime::LockClient::in_memory())
+            .global_scope()
+            .store_limit(store_limit)
+            .config
+    }
+
+    type Frames = Vec<Result<Frame<Bytes>, std::io::Error>>;
+
+    type TestBody = StreamBody<
+        futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::io::Error>>>,
+    >;
+
+    fn response(status: StatusCode, frames: Frames) -> Response<TestBody> {
+        let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert("location", HeaderValue::from_static("/x"));
+        response
+            .headers_mut()
+            .insert("set-cookie", HeaderValue::from_static("s=1"));
+        response
+    }
+
+    fn data(s: &'static str) -> Result<Frame<Bytes>, std::io::Error> {
+        Ok(Frame::data(Bytes::from_static(s.as_bytes())))
+    }
+
+    async fn frames_of(response: Response) -> (Vec<u8>, Option<HeaderMap>, bool) {
+        let mut body = response.into_body();
+        let (mut bytes, mut trailers, mut failed) = (Vec::new(), None, false);
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => match frame.into_data() {
+                    Ok(chunk) => bytes.extend_from_slice(&chunk),
+                    Err(frame) => trailers = frame.into_trailers().ok(),
+                },
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        (bytes, trailers, failed)
+    }
+
+    #[tokio::test]
+    async fn a_small_response_is_stored_with_allow_listed_headers_only() {
+        let taken = take_response(
+            response(StatusCode::CREATED, vec![data("ab"), data("c")]),
+            &config(16),
+        )
+        .await;
+        let Taken::Store { stored, response } = taken else {
+            panic!("not stored")
+        };
+        assert_eq!(stored.body.as_deref(), Some(&b"abc"[..]));
+        assert_eq!(
+            stored.headers.get("location").map(|v| v.as_bytes()),
+            Some(&b"/x"[..])
+        );
+        assert!(stored.headers.get("set-cookie").is_none());
+        assert_eq!(
+            response.headers()["set-cookie"],
+            "s=1",
+            "the first client gets every header"
+        );
+        assert_eq!(frames_of(response).await, (b"abc".to_vec(), None, false));
+    }
+
+    #[tokio::test]
+    async fn a_large_response_is_delivered_whole_and_stored_without_its_body() {
+        let taken = take_response(
+            response(StatusCode::OK, vec![data("0123"), data("4567"), data("89")]),
+            &config(5),
+        )
+        .await;
+        let Taken::Store { stored, response } = taken else {
+            panic!("not stored")
+        };
+        assert!(stored.body.is_none());
+        assert_eq!(stored.status, StatusCode::OK);
+        assert_eq!(
+            frames_of(response).await,
+            (b"0123456789".to_vec(), None, false)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_body_is_not_replayable_and_the_client_sees_the_failure() {
+        let broken = Err(std::io::Error::other("stream broke"));
+        let taken = take_response(
+            response(StatusCode::OK, vec![data("part"), broken]),
+            &config(64),
+        )
+        .await;
+        let Taken::Store { stored, response } = taken else {
+            panic!("not stored")
+        };
+        assert!(stored.body.is_none());
+        assert_eq!(frames_of(response).await, (b"part".to_vec(), None, true));
+    }
+
+    #[tokio::test]
+    async fn trailers_reach_the_first_client() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let taken = take_response(
+            response(
+                StatusCode::OK,
+                vec![data("x"), Ok(Frame::trailers(trailers.clone()))],
+            ),
+            &config(64),
+        )
+        .await;
+        let Taken::Store { stored, response } = taken else {
+            panic!("not stored")
+        };
+        assert_eq!(stored.body.as_deref(), Some(&b"x"[..]));
+        assert_eq!(
+            frames_of(response).await,
+            (b"x".to_vec(), Some(trailers), false)
+        );
+    }
+
+    #[tokio::test]
+    async fn statuses_outside_the_policy_are_released() {
+        for status in [500, 503, 408, 409, 425, 429, 302] {
+            let status = StatusCode::from_u16(status).expect("status");
+            let taken = take_response(response(status, vec![data("x")]), &config(64)).await;
+            assert!(
+                matches!(taken, Taken::Release { .. }),
+                "{status} must release the key"
+            );
+        }
+        for status in [200, 201, 204, 400, 404, 422] {
+            let status = StatusCode::from_u16(status).expect("status");
+            let taken = take_response(response(status, vec![data("x")]), &config(64)).await;
+            assert!(
+                matches!(taken, Taken::Store { .. }),
+                "{status} must be stored"
+            );
         }
     }
 }
