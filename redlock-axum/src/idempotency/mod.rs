@@ -61,7 +61,8 @@
 //!   [`store_limit`](IdempotencyLayer::store_limit) is sent to the client
 //!   and remembered as completed but not replayable: a retry gets
 //!   [`IdempotencyRejection::NotReplayable`], never the handler again and
-//!   never a truncated body.
+//!   never a truncated body; so is a response whose body fails midway.
+//!   Trailers reach the first client but are not stored.
 //!
 //! # Failures
 //!
