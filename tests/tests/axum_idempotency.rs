@@ -758,3 +758,28 @@ async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed() {
     assert!(retry.replayed());
     assert_eq!(probe.runs(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_bb8_pool_works_and_waiting_duplicates_poll() {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    let pool = locks.pool().expect("a Redis client has a pool").clone();
+    let (probe, mut events) = Probe::new(true);
+    let layer = IdempotencyLayer::new(pool)
+        .scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
+        .wait_for_result(Duration::from_secs(5));
+    let server = serve(app(probe.clone(), layer)).await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-pool"), "{}").await });
+    events.started().await;
+    // No subscriber without a URL: the duplicate polls the record.
+    let waiting = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-pool"), "{}").await });
+    probe.open(1);
+    let first = first.await.expect("task");
+    let waiting = waiting.await.expect("task");
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(waiting.status, StatusCode::CREATED);
+    assert!(waiting.replayed());
+    assert_eq!(waiting.body, first.body);
+    assert_eq!(probe.runs(), 1);
+}
