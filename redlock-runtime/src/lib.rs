@@ -147,6 +147,7 @@
 
 mod backend;
 mod backoff;
+mod channel;
 mod client;
 mod error;
 mod guard;
@@ -158,6 +159,7 @@ mod wakeups;
 mod watchdog;
 
 pub use backoff::RetryPolicy;
+pub use channel::ChannelWatch;
 pub use client::{LockClient, LockClientBuilder, LockRequest};
 pub use error::{ConfigError, LockError, LostReason, NodeFailure, Operation, QuorumDetail};
 pub use guard::{LockGuard, Lost};

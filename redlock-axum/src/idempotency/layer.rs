@@ -1,0 +1,473 @@
+//! [`IdempotencyLayer`]: the layer and its builder.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderName, Method, StatusCode, header};
+use tower_layer::Layer;
+
+use super::service::Idempotency;
+use crate::key::{ExtractKey, HeaderKey};
+use crate::rejection::IdempotencyRejection;
+use crate::store::IdempotencyStore;
+
+/// Headers never stored for replay, whatever the allow-list says: they
+/// belong to one response (cookies, dates, request and trace ids) or to the
+/// connection.
+pub const NEVER_REPLAYED: &[&str] = &[
+    "set-cookie",
+    "set-cookie2",
+    "date",
+    "x-request-id",
+    "request-id",
+    "x-correlation-id",
+    "x-amzn-requestid",
+    "traceparent",
+    "tracestate",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "idempotent-replayed",
+];
+
+/// The headers stored with a response and replayed by default.
+pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
+    "content-type",
+    "content-language",
+    "content-disposition",
+    "content-location",
+    "location",
+    "etag",
+    "last-modified",
+    "link",
+    "cache-control",
+    "expires",
+    "vary",
+];
+
+/// Marker: the layer has no scope yet and cannot be used (see
+/// [`IdempotencyLayer::scope`] and [`IdempotencyLayer::global_scope`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NoScope;
+
+/// Marker: the layer's scope is chosen; it can be used.
+#[derive(Debug, Clone, Copy)]
+pub struct Scoped;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Scoped {}
+}
+
+/// Implemented by [`Scoped`] only: a layer is usable once it knows whose
+/// keys are whose.
+#[diagnostic::on_unimplemented(
+    message = "the idempotency layer has no scope: call `.scope(|parts| ...)` (keys per user or tenant) or `.global_scope()` before using it",
+    label = "scope not chosen"
+)]
+pub trait ScopeChosen: sealed::Sealed {}
+
+impl ScopeChosen for Scoped {}
+
+type ScopeFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+type StatusFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
+type RejectionFn = Arc<dyn Fn(IdempotencyRejection) -> Response + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) enum Scope {
+    Unset,
+    Global,
+    Per(ScopeFn),
+}
+
+/// Everything the service needs, shared by its clones.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) store: IdempotencyStore,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) extract: Arc<dyn ExtractKey>,
+    /// For messages: where the key is read from.
+    pub(crate) key_source: String,
+    pub(crate) scope: Scope,
+    pub(crate) required: bool,
+    pub(crate) derive: Option<Duration>,
+    pub(crate) body_limit: usize,
+    pub(crate) store_limit: usize,
+    pub(crate) lease: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) fail_open: bool,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) mismatch_status: StatusCode,
+    pub(crate) store_if: StatusFn,
+    pub(crate) replay_headers: Vec<HeaderName>,
+    pub(crate) key_prefix: String,
+    pub(crate) redis_timeout: Duration,
+    pub(crate) map_rejection: Option<RejectionFn>,
+}
+
+impl Config {
+    /// The response for a rejection, through `map_rejection` if set.
+    pub(crate) fn reject(&self, rejection: IdempotencyRejection) -> Response {
+        match &self.map_rejection {
+            Some(map) => map(rejection),
+            None => rejection.into_response(),
+        }
+    }
+}
+
+/// The default store policy: 2xx and 4xx, but not 408, 409, 425 or 429.
+pub fn default_store_policy(status: StatusCode) -> bool {
+    (status.is_success() || status.is_client_error())
+        && !matches!(status.as_u16(), 408 | 409 | 425 | 429)
+}
+
+/// A tower [`Layer`] that makes requests idempotent by key: a handler runs
+/// at most once per key (and scope), a duplicate sent while it runs gets
+/// `409 Conflict`, and a retry after it completed gets the stored response.
+///
+/// Made by [`IdempotencyLayer::new`]; a scope must be chosen
+/// ([`scope`](Self::scope) or [`global_scope`](Self::global_scope)) before
+/// it can be used. See the [module docs](crate::idempotency) for the whole
+/// behaviour.
+///
+/// ```compile_fail
+/// # async fn demo(locks: redlock_runtime::LockClient) {
+/// use axum::{Router, routing::post};
+/// use redlock_axum::IdempotencyLayer;
+///
+/// // Does not compile: no scope chosen.
+/// let app: Router = Router::new()
+///     .route("/orders", post(|| async { "created" }))
+///     .layer(IdempotencyLayer::new(locks));
+/// # }
+/// ```
+#[must_use]
+pub struct IdempotencyLayer<Sc = Scoped> {
+    pub(crate) config: Config,
+    _scope: PhantomData<fn() -> Sc>,
+}
+
+impl<Sc> Clone for IdempotencyLayer<Sc> {
+    fn clone(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            _scope: PhantomData,
+        }
+    }
+}
+
+impl<Sc> fmt::Debug for IdempotencyLayer<Sc> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyLayer")
+            .field("store", &self.store)
+            .field("methods", &self.methods)
+            .field("key", &self.key_source)
+            .field(
+                "scope",
+                &match self.scope {
+                    Scope::Unset => "none",
+                    Scope::Global => "global",
+                    Scope::Per(_) => "per request",
+                },
+            )
+            .field("required", &self.required)
+            .field("derive", &self.derive)
+            .field("body_limit", &self.body_limit)
+            .field("store_limit", &self.store_limit)
+            .field("lease", &self.lease)
+            .field("retention", &self.retention)
+            .field("fail_open", &self.fail_open)
+            .field("wait_for_result", &self.wait)
+            .field("mismatch_status", &self.mismatch_status)
+            .field("replay_headers", &self.replay_headers)
+            .field("key_prefix", &self.key_prefix)
+            .field("redis_timeout", &self.redis_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyLayer<NoScope> {
+    /// A layer keeping its records in `store`: a
+    /// [`LockClient`](redlock_runtime::LockClient) (on Redis, its pool and
+    /// subscriber; an in-memory client keeps records in this process) or a
+    /// `bb8-redis` pool.
+    ///
+    /// Defaults: POST and PATCH, key from the `Idempotency-Key` header and
+    /// optional, request bodies up to 1 MiB, responses stored up to 1 MiB,
+    /// lease 30 s, completed records kept 24 h, fail closed, no waiting,
+    /// `422` on a reused key, records under the `idem:` prefix, Redis
+    /// commands bounded by 1 s.
+    ///
+    /// Choose a scope next: [`scope`](Self::scope) or
+    /// [`global_scope`](Self::global_scope).
+    pub fn new(store: impl Into<IdempotencyStore>) -> Self {
+        Self {
+            config: Config {
+                store: store.into(),
+                methods: vec![Method::POST, Method::PATCH],
+                extract: Arc::new(HeaderKey::default()),
+                key_source: "Idempotency-Key".to_owned(),
+                scope: Scope::Unset,
+                required: false,
+                derive: None,
+                body_limit: 1024 * 1024,
+                store_limit: 1024 * 1024,
+                lease: Duration::from_secs(30),
+                retention: Duration::from_secs(24 * 3600),
+                fail_open: false,
+                wait: None,
+                mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
+                store_if: Arc::new(default_store_policy),
+                replay_headers: DEFAULT_REPLAY_HEADERS
+                    .iter()
+                    .map(|h| HeaderName::from_static(h))
+                    .collect(),
+                key_prefix: "idem:".to_owned(),
+                redis_timeout: Duration::from_secs(1),
+                map_rejection: None,
+            },
+            _scope: PhantomData,
+        }
+    }
+}
+
+impl<Sc> IdempotencyLayer<Sc> {
+    fn with_scope<T>(mut self, scope: Scope) -> IdempotencyLayer<T> {
+        self.config.scope = scope;
+        IdempotencyLayer {
+            config: self.config,
+            _scope: PhantomData,
+        }
+    }
+
+    /// Keys are per scope: `scope` names the request's owner (the
+    /// authenticated user or tenant, typically read from the extensions an
+    /// authentication layer put there), and one owner can never read or
+    /// block another's key, even by guessing it. Only a hash of the scope is
+    /// stored.
+    ///
+    /// `None` answers `500` ([`IdempotencyRejection::MissingScope`]): put
+    /// this layer inside your authentication layer, and return a scope of
+    /// your own (say `"anonymous"`) for requests that have no owner.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: redlock_runtime::LockClient) {
+    /// #[derive(Clone)]
+    /// struct User { id: u64 } // put there by your auth layer
+    ///
+    /// let layer = redlock_axum::IdempotencyLayer::new(locks)
+    ///     .scope(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()));
+    /// # }
+    /// ```
+    pub fn scope<F>(self, scope: F) -> IdempotencyLayer<Scoped>
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        self.with_scope(Scope::Per(Arc::new(scope)))
+    }
+
+    /// One scope for every request: any client that knows (or guesses)
+    /// another's key can read its result. Only for services whose clients
+    /// are one party (a single trusted caller) or whose keys are secrets.
+    pub fn global_scope(self) -> IdempotencyLayer<Scoped> {
+        self.with_scope(Scope::Global)
+    }
+
+    /// The methods the layer applies to; others pass through untouched.
+    /// Defaults to POST and PATCH.
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.config.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Read the key from this header instead of `Idempotency-Key`.
+    pub fn header(mut self, name: HeaderName) -> Self {
+        self.config.key_source = name.to_string();
+        self.config.extract = Arc::new(HeaderKey::new(name));
+        self
+    }
+
+    /// Take the key from the request with an [`ExtractKey`] of your own
+    /// (the layer still checks it: 1 to 255 printable ASCII characters).
+    pub fn extract_key(mut self, extract: impl ExtractKey) -> Self {
+        self.config.key_source = "idempotency key".to_owned();
+        self.config.extract = Arc::new(extract);
+        self
+    }
+
+    /// A request without a key is answered `400`
+    /// ([`IdempotencyRejection::MissingKey`]) instead of passing through.
+    pub fn required(mut self) -> Self {
+        self.config.required = true;
+        self
+    }
+
+    /// A request without a key gets one derived from itself: its scope,
+    /// method, route, and a digest of its path, query, content type and
+    /// body. So a plain HTML form posted twice (a double click) runs once;
+    /// the second post gets the first's response.
+    ///
+    /// The same request sent again after `window` runs again: keep it short
+    /// (seconds), as two identical orders may be meant. Ignored for
+    /// requests that send a key, and when [`required`](Self::required).
+    ///
+    /// # Panics
+    /// If `window` is zero.
+    pub fn derive_key(mut self, window: Duration) -> Self {
+        assert!(!window.is_zero(), "derive_key: the window must not be zero");
+        self.config.derive = Some(window);
+        self
+    }
+
+    /// The largest request body read (the body is part of the
+    /// fingerprint); larger ones get `413`. Defaults to 1 MiB.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.config.body_limit = bytes;
+        self
+    }
+
+    /// The largest response body stored for replay. A larger response is
+    /// sent to the client and remembered as completed but not replayable:
+    /// never run again, never replayed truncated (a retry gets
+    /// [`IdempotencyRejection::NotReplayable`]). Defaults to 1 MiB.
+    pub fn store_limit(mut self, bytes: usize) -> Self {
+        self.config.store_limit = bytes;
+        self
+    }
+
+    /// The lease of a request in progress: renewed every `lease / 3` while
+    /// the handler runs, so a crashed server frees the key within one lease.
+    /// Defaults to 30 s.
+    ///
+    /// # Panics
+    /// If `lease` is under 30 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        assert!(
+            lease >= Duration::from_millis(30),
+            "lease: at least 30 ms is needed to renew it in time, got {lease:?}"
+        );
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long a completed response is kept for replay. Defaults to 24 h.
+    ///
+    /// # Panics
+    /// If `retention` is zero.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        assert!(!retention.is_zero(), "retention must not be zero");
+        self.config.retention = retention;
+        self
+    }
+
+    /// When the store (Redis) cannot be reached, let requests through to the
+    /// handler without idempotency (logged as a warning) instead of
+    /// answering `503` ([`IdempotencyRejection::Unavailable`]), the default.
+    pub fn fail_open(mut self) -> Self {
+        self.config.fail_open = true;
+        self
+    }
+
+    /// A duplicate sent while the first request runs waits up to `wait`
+    /// for its result and replays it, instead of getting `409` at once. It
+    /// is woken by a push from Redis when the first completes (with a
+    /// `LockClient` built from a URL; others poll), and gets `409` when the
+    /// wait ends first. If the first request's key is released (its handler
+    /// failed), the waiting duplicate runs the handler itself.
+    pub fn wait_for_result(mut self, wait: Duration) -> Self {
+        self.config.wait = Some(wait);
+        self
+    }
+
+    /// The status answered when a key is reused with a different request.
+    /// Defaults to `422 Unprocessable Content`, as the IETF draft says.
+    pub fn mismatch_status(mut self, status: StatusCode) -> Self {
+        self.config.mismatch_status = status;
+        self
+    }
+
+    /// Which responses are stored for replay; the key of any other is
+    /// released so that a retry runs the handler again. Defaults to
+    /// [`default_store_policy`]: 2xx and 4xx, except 408, 409, 425 and 429.
+    /// (A panicking handler always releases its key.)
+    pub fn store_if<F>(mut self, policy: F) -> Self
+    where
+        F: Fn(StatusCode) -> bool + Send + Sync + 'static,
+    {
+        self.config.store_if = Arc::new(policy);
+        self
+    }
+
+    /// Also store and replay this response header (the defaults are
+    /// [`DEFAULT_REPLAY_HEADERS`]).
+    ///
+    /// # Panics
+    /// For a header in [`NEVER_REPLAYED`] (`set-cookie`, `date`, request
+    /// and trace ids, ...).
+    pub fn replay_header(mut self, name: HeaderName) -> Self {
+        check_replayable(&name);
+        if !self.config.replay_headers.contains(&name) {
+            self.config.replay_headers.push(name);
+        }
+        self
+    }
+
+    /// Store and replay exactly these response headers.
+    ///
+    /// # Panics
+    /// For a header in [`NEVER_REPLAYED`].
+    pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.config.replay_headers = names.into_iter().inspect(check_replayable).collect();
+        self
+    }
+
+    /// The prefix of the layer's Redis keys. Defaults to `idem:`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.key_prefix = prefix.into();
+        self
+    }
+
+    /// The time limit of each Redis operation (claim, renew, complete,
+    /// release); one that runs over counts as Redis being unavailable.
+    /// Defaults to 1 s.
+    pub fn redis_timeout(mut self, timeout: Duration) -> Self {
+        self.config.redis_timeout = timeout;
+        self
+    }
+
+    /// Turn the layer's rejections into responses of your own (the default
+    /// is [`IdempotencyRejection`]'s problem JSON).
+    pub fn map_rejection<F>(mut self, map: F) -> Self
+    where
+        F: Fn(IdempotencyRejection) -> Response + Send + Sync + 'static,
+    {
+        self.config.map_rejection = Some(Arc::new(map));
+        self
+    }
+}
+
+fn check_replayable(name: &HeaderName) {
+    assert!(
+        !NEVER_REPLAYED.contains(&name.as_str()) && name != header::SET_COOKIE,
+        "the `{name}` header belongs to one response and is never replayed"
+    );
+}
+
+impl<S, Sc: ScopeChosen> Layer<S> for IdempotencyLayer<Sc> {
+    type Service = Idempotency<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Idempotency::new(inner, Arc::new(self.config.clone()))
+    }
+}

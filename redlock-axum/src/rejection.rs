@@ -1,0 +1,246 @@
+//! [`IdempotencyRejection`]: every answer the layer gives instead of the
+//! handler's, as an RFC 9457 problem (`application/problem+json`).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use crate::key::InvalidKey;
+
+/// Where the problem types are documented: each `type` member is this page
+/// with the variant's anchor.
+const TYPE_BASE: &str =
+    "https://docs.rs/redlock-axum/latest/redlock_axum/enum.IdempotencyRejection.html#variant.";
+
+/// An answer the layer gives instead of running the handler.
+///
+/// Each one is sent as an RFC 9457 problem: `content-type:
+/// application/problem+json`, `cache-control: no-store`, and a JSON body
+/// with `type` (a link to the variant's docs below), `title`, `status` and
+/// `detail`. Change them with
+/// [`IdempotencyLayer::map_rejection`](crate::IdempotencyLayer::map_rejection).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum IdempotencyRejection {
+    /// `400`: the layer requires a key (`.required()`) and the request
+    /// sent none.
+    MissingKey {
+        /// The header the key is read from.
+        header: String,
+    },
+    /// `400`: the key is malformed, empty, not ASCII or longer than 255
+    /// bytes.
+    InvalidKey(InvalidKey),
+    /// `500`: the scope function found no scope for the request (typically
+    /// no authenticated user in its extensions: the idempotency layer runs
+    /// before the authentication layer).
+    MissingScope,
+    /// `413`: the request body is larger than the layer reads
+    /// ([`body_limit`](crate::IdempotencyLayer::body_limit)).
+    BodyTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// `400`: the request body could not be read.
+    BodyUnreadable,
+    /// `409`: a request with this key is still being processed. Retry after
+    /// `Retry-After` seconds.
+    Processing {
+        /// What is left of the first request's lease.
+        retry_after: Duration,
+    },
+    /// `422` (configurable): the key was used before with a different
+    /// request (method, path, query, content type or body).
+    Mismatch {
+        /// The status answered.
+        status: StatusCode,
+    },
+    /// `409`: a request with this key completed, but its response was too
+    /// large to store; it is not run again and cannot be replayed. The
+    /// stored allow-listed headers (such as `location`) are sent along.
+    NotReplayable {
+        /// The status the first request was answered with.
+        original_status: StatusCode,
+        /// Its allow-listed headers, without the content headers.
+        headers: HeaderMap,
+    },
+    /// `503`: the idempotency store (Redis) could not be reached, and the
+    /// layer fails closed. Retry after `Retry-After` seconds.
+    Unavailable {
+        /// When to retry.
+        retry_after: Duration,
+    },
+}
+
+impl IdempotencyRejection {
+    /// The HTTP status answered.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingKey { .. } | Self::InvalidKey(_) | Self::BodyUnreadable => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::MissingScope => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Processing { .. } | Self::NotReplayable { .. } => StatusCode::CONFLICT,
+            Self::Mismatch { status } => *status,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The problem's `type`: a link to this variant's documentation.
+    pub fn problem_type(&self) -> String {
+        let variant = match self {
+            Self::MissingKey { .. } => "MissingKey",
+            Self::InvalidKey(_) => "InvalidKey",
+            Self::MissingScope => "MissingScope",
+            Self::BodyTooLarge { .. } => "BodyTooLarge",
+            Self::BodyUnreadable => "BodyUnreadable",
+            Self::Processing { .. } => "Processing",
+            Self::Mismatch { .. } => "Mismatch",
+            Self::NotReplayable { .. } => "NotReplayable",
+            Self::Unavailable { .. } => "Unavailable",
+        };
+        format!("{TYPE_BASE}{variant}")
+    }
+
+    /// The problem's `title`: a short summary, the same for every instance.
+    pub fn title(&self) -> &'static str {
+        match self {
+            Self::MissingKey { .. } => "Idempotency key is missing",
+            Self::InvalidKey(_) => "Idempotency key is invalid",
+            Self::MissingScope => "Idempotency scope is missing",
+            Self::BodyTooLarge { .. } => "Request body is too large",
+            Self::BodyUnreadable => "Request body could not be read",
+            Self::Processing { .. } => "Request is being processed",
+            Self::Mismatch { .. } => "Idempotency key reused with a different request",
+            Self::NotReplayable { .. } => "Request already completed",
+            Self::Unavailable { .. } => "Idempotency store unavailable",
+        }
+    }
+
+    /// The problem's `detail`: what happened and what to do.
+    pub fn body_text(&self) -> String {
+        match self {
+            Self::MissingKey { header } => format!(
+                "this endpoint requires an `{header}` header: send a unique value (a UUID) per \
+                 operation, and the same value when retrying it"
+            ),
+            Self::InvalidKey(e) => format!(
+                "{}; send 1 to 255 printable ASCII characters, bare or as a quoted string",
+                e.reason
+            ),
+            Self::MissingScope => "the server could not tell whose request this is, so it \
+                 cannot check its idempotency key; this is a server configuration error"
+                .to_owned(),
+            Self::BodyTooLarge { limit } => format!(
+                "the request body is larger than {limit} bytes, the most this endpoint accepts"
+            ),
+            Self::BodyUnreadable => {
+                "the request body could not be read completely; send the request again".to_owned()
+            }
+            Self::Processing { retry_after } => format!(
+                "a request with this idempotency key is still processing; retry in {} s to get \
+                 its result",
+                retry_secs(*retry_after)
+            ),
+            Self::Mismatch { .. } => "this idempotency key was already used with a different \
+                 request (method, path, query, content type or body); use a new key for a new \
+                 operation"
+                .to_owned(),
+            Self::NotReplayable {
+                original_status, ..
+            } => format!(
+                "a request with this idempotency key already completed with status {}, but its \
+                 response was too large to store, so it cannot be replayed; it will not run again",
+                original_status.as_u16()
+            ),
+            Self::Unavailable { retry_after } => format!(
+                "the idempotency store cannot be reached, so the request was not processed; \
+                 retry in {} s with the same idempotency key",
+                retry_secs(*retry_after)
+            ),
+        }
+    }
+
+    /// `Retry-After`, for the answers that have one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Processing { retry_after } | Self::Unavailable { retry_after } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whole seconds, rounded up, at least 1.
+pub(crate) fn retry_secs(d: Duration) -> u64 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+impl IntoResponse for IdempotencyRejection {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut body = serde_json::json!({
+            "type": self.problem_type(),
+            "title": self.title(),
+            "status": status.as_u16(),
+            "detail": self.body_text(),
+        });
+        if let Self::NotReplayable {
+            original_status, ..
+        } = &self
+        {
+            body["original_status"] = original_status.as_u16().into();
+        }
+        let mut response = Response::new(Body::from(body.to_string()));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        if let Self::NotReplayable {
+            headers: stored, ..
+        } = &self
+        {
+            for (name, value) in stored {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Some(after) = self.retry_after() {
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry_secs(after)));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_secs(Duration::ZERO), 1);
+        assert_eq!(retry_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_secs(Duration::from_millis(1000)), 1);
+        assert_eq!(retry_secs(Duration::from_millis(29_001)), 30);
+    }
+
+    #[test]
+    fn processing_is_a_409_problem_with_retry_after() {
+        let r = IdempotencyRejection::Processing {
+            retry_after: Duration::from_millis(2_500),
+        }
+        .into_response();
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/problem+json");
+        assert_eq!(r.headers()[CACHE_CONTROL], "no-store");
+        assert_eq!(r.headers()[RETRY_AFTER], "3");
+    }
+}

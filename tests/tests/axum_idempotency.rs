@@ -1,0 +1,785 @@
+//! The idempotency layer (`redlock-axum`) end to end: real HTTP on loopback
+//! ports, records in a `redis-server` started by the harness.
+//!
+//! Handlers are held at a gate (a semaphore) and announce themselves on a
+//! channel, so "while the first request runs" is an event, not a sleep.
+
+mod axum_support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router};
+use http::StatusCode;
+use redis::AsyncCommands;
+use redlock_axum::{IdempotencyContext, IdempotencyLayer};
+use redlock_runtime::LockClient;
+use redlock_tests::RedisServer;
+use tokio::io::AsyncWriteExt;
+
+use axum_support::{Probe, Reply, post_ok, raw_redis, send, serve};
+
+/// The authenticated user, as an auth layer would put it in extensions.
+#[derive(Clone)]
+struct User(String);
+
+/// Stands in for an authentication layer: `x-user` names the user.
+async fn fake_auth(mut req: Request, next: Next) -> Response {
+    let user = req
+        .headers()
+        .get("x-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("alice")
+        .to_owned();
+    req.extensions_mut().insert(User(user));
+    next.run(req).await
+}
+
+/// Counts its runs and holds at the probe's gate; `x-behave` picks what it
+/// answers: `fail` (500), `panic`, `big` (a 4 KiB body), else 201 with JSON.
+async fn create_order(
+    State(probe): State<Probe>,
+    Extension(user): Extension<User>,
+    // Absent when the layer let the request through (no key, fail open).
+    idem: Option<Extension<IdempotencyContext>>,
+    headers: http::HeaderMap,
+    body: String,
+) -> Response {
+    let run = probe.enter().await;
+    let behave = headers
+        .get("x-behave")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let response = match behave.as_str() {
+        "fail" => (StatusCode::INTERNAL_SERVER_ERROR, "database down").into_response(),
+        "panic" => panic!("the handler panics (on purpose)"),
+        "big" => (StatusCode::OK, "x".repeat(4096)).into_response(),
+        _ => (
+            StatusCode::CREATED,
+            [
+                ("location", format!("/orders/{run}")),
+                ("set-cookie", format!("session={run}")),
+                ("x-request-id", format!("req-{run}")),
+                ("content-type", "application/json".to_owned()),
+            ],
+            serde_json::json!({
+                "run": run,
+                "user": user.0,
+                "request": body,
+                "fence": idem.as_ref().map(|i| i.fencing_token()),
+                "key_hash": idem.as_ref().map(|i| i.key_hash().to_owned()),
+            })
+            .to_string(),
+        )
+            .into_response(),
+    };
+    probe.leave(run);
+    response
+}
+
+fn app(probe: Probe, layer: IdempotencyLayer) -> Router {
+    Router::new()
+        .route("/orders", post(create_order).get(|| async { "list" }))
+        .layer(layer)
+        .layer(middleware::from_fn(fake_auth))
+        .with_state(probe)
+}
+
+/// The layer as the suites use it: per-user scope.
+fn layer(locks: &LockClient) -> IdempotencyLayer {
+    IdempotencyLayer::new(locks).scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
+}
+
+async fn setup(
+    gated: bool,
+    configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
+) -> (
+    RedisServer,
+    LockClient,
+    Probe,
+    axum_support::ProbeEvents,
+    axum_support::Server,
+) {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url())
+        .await
+        .expect("connect to the test Redis");
+    let (probe, events) = Probe::new(gated);
+    let server = serve(app(probe.clone(), configure(layer(&locks)))).await;
+    (redis, locks, probe, events, server)
+}
+
+fn assert_problem(reply: &Reply, status: StatusCode) -> serde_json::Value {
+    assert_eq!(reply.status, status, "{reply:?}");
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    let problem = reply.json();
+    assert_eq!(problem["status"], status.as_u16());
+    for member in ["type", "title", "detail"] {
+        assert!(
+            problem[member].is_string(),
+            "problem without {member}: {problem}"
+        );
+    }
+    problem
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409() {
+    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+    let addr = server.addr;
+    let first =
+        tokio::spawn(async move { post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"A"}"#).await });
+    events.started().await;
+
+    let second = post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"A"}"#).await;
+    let problem = assert_problem(&second, StatusCode::CONFLICT);
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("processing")),
+        "{problem}"
+    );
+    let retry_after: u64 = second
+        .header("retry-after")
+        .expect("Retry-After on 409")
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!(
+        (1..=30).contains(&retry_after),
+        "Retry-After {retry_after} from a 30 s lease"
+    );
+
+    probe.open(1);
+    let first = first.await.expect("first request");
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequential_retry_gets_the_stored_response_replayed() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+    let first = post_ok(
+        server.addr,
+        "/orders",
+        Some("\"retry-1\""),
+        r#"{"sku":"B"}"#,
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(first.header("set-cookie"), Some("session=1"));
+    assert_eq!(first.json()["fence"], 1);
+
+    let retry = post_ok(
+        server.addr,
+        "/orders",
+        Some("\"retry-1\""),
+        r#"{"sku":"B"}"#,
+    )
+    .await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(retry.header("location"), Some("/orders/1"));
+    assert_eq!(retry.header("content-type"), Some("application/json"));
+    // Never replayed: cookies, dates and request ids belong to one response.
+    assert_eq!(retry.header("set-cookie"), None);
+    assert_eq!(retry.header("x-request-id"), None);
+    assert_eq!(probe.runs(), 1);
+
+    // The same key as a bare token is the same key.
+    let bare = post_ok(server.addr, "/orders", Some("retry-1"), r#"{"sku":"B"}"#).await;
+    assert!(bare.replayed());
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_key_with_a_different_body_is_422() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+    let first = post_ok(
+        server.addr,
+        "/orders",
+        Some("k-422"),
+        r#"{"sku":"C","qty":1}"#,
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let other = post_ok(
+        server.addr,
+        "/orders",
+        Some("k-422"),
+        r#"{"sku":"C","qty":2}"#,
+    )
+    .await;
+    assert_problem(&other, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_empty_non_ascii_and_overlong_keys_are_400() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+    let long = "k".repeat(300);
+    let bad: [&[u8]; 7] = [
+        b"\"unterminated",
+        b"\"\"",
+        b"",
+        b"caf\xc3\xa9",
+        b"two words",
+        b"\"bad \\x escape\"",
+        long.as_bytes(),
+    ];
+    for key in bad {
+        let reply = send(
+            server.addr,
+            axum_support::post(server.addr, "/orders", Some(key), "{}"),
+        )
+        .await
+        .expect("response");
+        let problem = assert_problem(&reply, StatusCode::BAD_REQUEST);
+        assert!(
+            problem["type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("InvalidKey")),
+            "{problem}"
+        );
+    }
+    assert_eq!(probe.runs(), 0, "no bad key reaches the handler");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_scopes_with_the_same_key_do_not_see_each_other() {
+    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+    let addr = server.addr;
+    let as_user = |user: &'static str| {
+        let mut req = axum_support::post(addr, "/orders", Some(b"shared-key"), r#"{"sku":"D"}"#);
+        req.headers_mut()
+            .insert("x-user", http::HeaderValue::from_static(user));
+        req
+    };
+    let alice = tokio::spawn(send(addr, as_user("alice")));
+    assert_eq!(events.started().await, 1);
+    // Bob's request with Alice's key, while Alice's still runs: not blocked.
+    let bob = tokio::spawn(send(addr, as_user("bob")));
+    assert_eq!(events.started().await, 2);
+    probe.open(2);
+    let alice = alice.await.expect("task").expect("alice's response");
+    let bob = bob.await.expect("task").expect("bob's response");
+    assert_eq!(alice.status, StatusCode::CREATED);
+    assert_eq!(bob.status, StatusCode::CREATED);
+    assert_eq!(alice.json()["user"], "alice");
+    assert_eq!(bob.json()["user"], "bob");
+
+    // Each one's retry replays their own response.
+    probe.open(10);
+    let bob_again = send(addr, as_user("bob")).await.expect("response");
+    assert!(bob_again.replayed());
+    assert_eq!(bob_again.json()["user"], "bob");
+    assert_eq!(probe.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_releases_the_key_and_the_retry_runs_again() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+    let mut failing = axum_support::post(server.addr, "/orders", Some(b"k-500"), "{}");
+    failing
+        .headers_mut()
+        .insert("x-behave", http::HeaderValue::from_static("fail"));
+    let failed = send(server.addr, failing).await.expect("response");
+    assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(failed.body, "database down");
+
+    let retry = post_ok(server.addr, "/orders", Some("k-500"), "{}").await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(!retry.replayed());
+    assert_eq!(probe.runs(), 2);
+    assert_eq!(
+        retry.json()["fence"],
+        2,
+        "a new claim of the key, a higher fencing token"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_releases_its_key() {
+    let (redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+    let mut panicking = axum_support::post(server.addr, "/orders", Some(b"k-panic"), "{}");
+    panicking
+        .headers_mut()
+        .insert("x-behave", http::HeaderValue::from_static("panic"));
+    // Without a catch-panic layer, axum closes the connection.
+    let outcome = send(server.addr, panicking).await;
+    assert!(outcome.is_err(), "a panic gives no response: {outcome:?}");
+
+    // Released before the panic reached the server: nothing left in Redis.
+    let mut raw = raw_redis(&redis.url()).await;
+    let left: Vec<String> = raw.keys("idem:*").await.expect("KEYS");
+    assert!(
+        left.iter().all(|k| k.ends_with(":fence")),
+        "records left: {left:?}"
+    );
+
+    let retry = post_ok(server.addr, "/orders", Some("k-panic"), "{}").await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(probe.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_response_is_delivered_once_and_then_not_replayable() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l.store_limit(1024)).await;
+    let big = || {
+        let mut req = axum_support::post(server.addr, "/orders", Some(b"k-big"), "{}");
+        req.headers_mut()
+            .insert("x-behave", http::HeaderValue::from_static("big"));
+        req
+    };
+    let first = send(server.addr, big()).await.expect("response");
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.body.len(), 4096, "the whole body reaches the client");
+
+    let retry = send(server.addr, big()).await.expect("response");
+    let problem = assert_problem(&retry, StatusCode::CONFLICT);
+    assert_eq!(problem["original_status"], 200);
+    assert!(
+        problem["type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("NotReplayable"))
+    );
+    assert!(retry.replayed());
+    assert_eq!(probe.runs(), 1, "never run again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_disconnect_does_not_stop_the_handler_and_the_retry_is_replayed() {
+    // The retry waits for the result: it may arrive before the finished
+    // handler's response is stored.
+    let (_redis, _locks, probe, mut events, server) =
+        setup(true, |l| l.wait_for_result(Duration::from_secs(5))).await;
+    let body = r#"{"sku":"E"}"#;
+    let mut stream = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST /orders HTTP/1.1\r\nhost: {}\r\nidempotency-key: k-gone\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        server.addr,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    events.started().await;
+    drop(stream); // the client goes away mid-handler
+
+    probe.open(1);
+    assert_eq!(events.finished().await, 1, "the handler ran to its end");
+    let retry = post_ok(server.addr, "/orders", Some("k-gone"), body).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(retry.json()["run"], 1);
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_paused_is_a_503_within_a_bounded_time() {
+    let (redis, _locks, probe, _events, server) =
+        setup(false, |l| l.redis_timeout(Duration::from_millis(300))).await;
+    redis.pause();
+    let started = Instant::now();
+    let reply = post_ok(server.addr, "/orders", Some("k-503"), "{}").await;
+    let took = started.elapsed();
+    redis.resume();
+    let problem = assert_problem(&reply, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        problem["type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("Unavailable"))
+    );
+    assert!(reply.header("retry-after").is_some());
+    assert!(took < Duration::from_secs(2), "503 after {took:?}");
+    assert_eq!(probe.runs(), 0, "fail closed: the handler did not run");
+
+    // Once Redis is back, the same request goes through.
+    let reply = post_ok(server.addr, "/orders", Some("k-503"), "{}").await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_lost_to_a_pause_does_not_block_the_key_for_a_lease() {
+    // The claim reaches the paused Redis and is applied when it resumes,
+    // but its answer came too late: the layer gives it back.
+    let (redis, _locks, probe, _events, server) =
+        setup(false, |l| l.redis_timeout(Duration::from_millis(300))).await;
+    // Open every connection first, so that the claim is sent at once (a new
+    // connection's check-out PING would hang instead).
+    for n in 0..8 {
+        let key = format!("warm-{n}");
+        assert_eq!(
+            post_ok(server.addr, "/orders", Some(&key), "{}")
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+    }
+    redis.pause();
+    let reply = post_ok(server.addr, "/orders", Some("k-lost"), "{}").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    redis.resume();
+    // The give-back runs in the background: retry until it has (bounded,
+    // far below the 30 s lease the claim would otherwise hold the key for).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reply = loop {
+        let reply = post_ok(server.addr, "/orders", Some("k-lost"), "{}").await;
+        if reply.status != StatusCode::CONFLICT || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(reply.status, StatusCode::CREATED, "{reply:?}");
+    assert_eq!(probe.runs(), 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_is_a_503_and_requests_go_through_once_it_is_back() {
+    let (mut redis, _locks, probe, _events, server) =
+        setup(false, |l| l.redis_timeout(Duration::from_millis(500))).await;
+    redis.kill().await;
+    let started = Instant::now();
+    let reply = post_ok(server.addr, "/orders", Some("k-down"), "{}").await;
+    assert_problem(&reply, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "503 after {:?}",
+        started.elapsed()
+    );
+    redis.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reply = loop {
+        let reply = post_ok(server.addr, "/orders", Some("k-down"), "{}").await;
+        if reply.status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(reply.status, StatusCode::CREATED, "{reply:?}");
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_lets_requests_through_while_redis_is_paused() {
+    let (redis, _locks, probe, _events, server) = setup(false, |l| {
+        l.redis_timeout(Duration::from_millis(300)).fail_open()
+    })
+    .await;
+    redis.pause();
+    let reply = post_ok(server.addr, "/orders", Some("k-open"), "{}").await;
+    redis.resume();
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(
+        reply.json()["fence"],
+        serde_json::Value::Null,
+        "no claim, no context"
+    );
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once() {
+    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+    let addr = server.addr;
+    let mut replies = futures_util::stream::FuturesUnordered::new();
+    for _ in 0..100 {
+        replies.push(tokio::spawn(async move {
+            post_ok(addr, "/orders", Some("k-100"), r#"{"sku":"F"}"#).await
+        }));
+    }
+    events.started().await;
+    // All but the running one are answered while it is held at the gate.
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    use futures_util::StreamExt;
+    for _ in 0..99 {
+        let reply = replies.next().await.expect("a reply").expect("task");
+        *statuses.entry(reply.status.as_u16()).or_default() += 1;
+    }
+    assert_eq!(statuses, HashMap::from([(409, 99)]));
+    probe.open(1);
+    let last = replies.next().await.expect("the last reply").expect("task");
+    assert_eq!(last.status, StatusCode::CREATED);
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
+    let (redis, _locks, probe, mut events, server) =
+        setup(true, |l| l.wait_for_result(Duration::from_secs(5))).await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await });
+    events.started().await;
+    let second = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await });
+    // More waiters: one message wakes one, which passes it on.
+    let more: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await }))
+        .collect();
+    // The duplicate subscribes to the record's channel while it waits.
+    let mut raw = raw_redis(&redis.url()).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("idem:*")
+            .query_async(&mut raw)
+            .await
+            .expect("PUBSUB CHANNELS");
+        if !channels.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the duplicate never waited on the record"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let opened = Instant::now();
+    probe.open(1);
+    let first = first.await.expect("task");
+    let second = second.await.expect("task");
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(second.status, StatusCode::CREATED);
+    assert!(second.replayed());
+    assert_eq!(second.body, first.body);
+    assert!(
+        opened.elapsed() < Duration::from_millis(200),
+        "woken by the completion, not by polling: {:?}",
+        opened.elapsed()
+    );
+    for waiter in more {
+        let reply = waiter.await.expect("task");
+        assert!(reply.replayed(), "{reply:?}");
+        assert_eq!(reply.body, first.body);
+    }
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_optional_required_or_derived_and_other_methods_pass_through() {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    let (probe, _events) = Probe::new(false);
+    let optional = serve(app(probe.clone(), layer(&locks))).await;
+    let required = serve(app(probe.clone(), layer(&locks).required())).await;
+    let derived = serve(app(
+        probe.clone(),
+        layer(&locks).derive_key(Duration::from_secs(5)),
+    ))
+    .await;
+
+    // Optional: no key, no idempotency.
+    for _ in 0..2 {
+        let r = post_ok(optional.addr, "/orders", None, "{}").await;
+        assert_eq!(r.status, StatusCode::CREATED);
+        assert!(!r.replayed());
+    }
+    assert_eq!(probe.runs(), 2);
+
+    // Required: 400 without a key.
+    let r = post_ok(required.addr, "/orders", None, "{}").await;
+    let problem = assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("Idempotency-Key"))
+    );
+    assert_eq!(probe.runs(), 2);
+
+    // Derived: a form posted twice runs once; another body runs.
+    let form =
+        |body: &'static str| async move { post_ok(derived.addr, "/orders", None, body).await };
+    let a = form("sku=G").await;
+    let b = form("sku=G").await;
+    let c = form("sku=H").await;
+    assert!(!a.replayed() && b.replayed() && !c.replayed());
+    assert_eq!(a.body, b.body);
+    assert_eq!(probe.runs(), 4);
+
+    // GET is not covered: it runs every time, with or without a key.
+    for _ in 0..2 {
+        let req = http::Request::get(format!("http://{}/orders", required.addr))
+            .header("host", required.addr.to_string())
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .expect("request");
+        let r = send(required.addr, req).await.expect("response");
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body, "list");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_share_one_hash_tag_and_store_no_raw_key() {
+    let (redis, _locks, _probe, _events, server) = setup(false, |l| l).await;
+    let secret = "secret-key-7f3a";
+    let r = post_ok(server.addr, "/orders", Some(secret), "{}").await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let mut raw = raw_redis(&redis.url()).await;
+    let mut keys: Vec<String> = raw.keys("*").await.expect("KEYS");
+    keys.sort();
+    assert_eq!(keys.len(), 2, "a record and its fencing counter: {keys:?}");
+    let tag = |k: &str| {
+        let open = k.find('{').expect("a hash tag");
+        let close = open + k[open..].find('}').expect("closed");
+        k[open..=close].to_owned()
+    };
+    assert_eq!(tag(&keys[0]), tag(&keys[1]));
+    for k in &keys {
+        assert!(!k.contains(secret), "raw key in Redis key {k}");
+        assert!(k.contains(r.json()["key_hash"].as_str().expect("key hash")));
+    }
+    let record = keys
+        .iter()
+        .find(|k| !k.ends_with(":fence"))
+        .expect("record");
+    let fields: HashMap<String, Vec<u8>> = raw.hgetall(record).await.expect("HGETALL");
+    assert_eq!(fields.get("st").map(Vec::as_slice), Some(&b"c"[..]));
+    assert!(!fields.contains_key("own"), "no owner once completed");
+    let ttl: i64 = raw.pttl(record).await.expect("PTTL");
+    assert!(ttl > 23 * 3600 * 1000, "kept 24 h, pttl {ttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_over_the_limit_is_413() {
+    let (_redis, _locks, probe, _events, server) = setup(false, |l| l.body_limit(64)).await;
+    let r = post_ok(server.addr, "/orders", Some("k-413"), &"x".repeat(65)).await;
+    assert_problem(&r, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(probe.runs(), 0);
+    let r = post_ok(server.addr, "/orders", Some("k-413"), &"x".repeat(64)).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable() {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    let (probe, _events) = Probe::new(false);
+    let layer = layer(&locks)
+        .header(http::HeaderName::from_static("x-request-key"))
+        .methods([http::Method::PUT])
+        .mismatch_status(StatusCode::CONFLICT)
+        // Store 2xx only: a 4xx runs again.
+        .store_if(|status| status.is_success())
+        .map_rejection(|rejection| {
+            (rejection.status(), format!("custom: {}", rejection.title())).into_response()
+        });
+    let app = Router::new()
+        .route(
+            "/orders",
+            axum::routing::put(create_order).post(create_order),
+        )
+        .route(
+            "/bad",
+            axum::routing::put(|State(probe): State<Probe>| async move {
+                let run = probe.enter().await;
+                probe.leave(run);
+                StatusCode::BAD_REQUEST
+            }),
+        )
+        .layer(layer)
+        .layer(middleware::from_fn(fake_auth))
+        .with_state(probe.clone());
+    let server = serve(app).await;
+    let put = |path: &str, key: &'static str, body: &'static str| {
+        http::Request::put(format!("http://{}{path}", server.addr))
+            .header("host", server.addr.to_string())
+            .header("x-request-key", key)
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                body.as_bytes(),
+            )))
+            .expect("request")
+    };
+
+    let first = send(server.addr, put("/orders", "c-1", "a"))
+        .await
+        .expect("response");
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = send(server.addr, put("/orders", "c-1", "a"))
+        .await
+        .expect("response");
+    assert!(again.replayed(), "the key is read from x-request-key");
+    let other = send(server.addr, put("/orders", "c-1", "b"))
+        .await
+        .expect("response");
+    assert_eq!(other.status, StatusCode::CONFLICT);
+    assert_eq!(
+        other.body,
+        "custom: Idempotency key reused with a different request"
+    );
+    assert_eq!(probe.runs(), 1);
+
+    // POST is not covered any more: the same key runs every time.
+    for _ in 0..2 {
+        let r = post_ok(server.addr, "/orders", Some("c-1"), "a").await;
+        assert!(!r.replayed());
+    }
+    assert_eq!(probe.runs(), 3);
+
+    // A 400 is not stored under this policy: the retry runs.
+    for _ in 0..2 {
+        let r = send(server.addr, put("/bad", "c-2", ""))
+            .await
+            .expect("response");
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert!(!r.replayed());
+    }
+    assert_eq!(probe.runs(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed() {
+    let lease = Duration::from_millis(300);
+    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l.lease(lease)).await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-long"), "{}").await });
+    events.started().await;
+    // The subject here is time passing: three leases, renewed every lease/3.
+    tokio::time::sleep(lease * 3).await;
+    let duplicate = post_ok(addr, "/orders", Some("k-long"), "{}").await;
+    assert_eq!(
+        duplicate.status,
+        StatusCode::CONFLICT,
+        "the renewed lease still holds the key"
+    );
+    assert_eq!(duplicate.header("retry-after"), Some("1"));
+    probe.open(1);
+    assert_eq!(first.await.expect("task").status, StatusCode::CREATED);
+    let retry = post_ok(addr, "/orders", Some("k-long"), "{}").await;
+    assert!(retry.replayed());
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_bb8_pool_works_and_waiting_duplicates_poll() {
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    let pool = locks.pool().expect("a Redis client has a pool").clone();
+    let (probe, mut events) = Probe::new(true);
+    let layer = IdempotencyLayer::new(pool)
+        .scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
+        .wait_for_result(Duration::from_secs(5));
+    let server = serve(app(probe.clone(), layer)).await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-pool"), "{}").await });
+    events.started().await;
+    // No subscriber without a URL: the duplicate polls the record.
+    let waiting = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-pool"), "{}").await });
+    probe.open(1);
+    let first = first.await.expect("task");
+    let waiting = waiting.await.expect("task");
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(waiting.status, StatusCode::CREATED);
+    assert!(waiting.replayed());
+    assert_eq!(waiting.body, first.body);
+    assert_eq!(probe.runs(), 1);
+}
