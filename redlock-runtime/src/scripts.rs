@@ -14,8 +14,21 @@ use redis::Script;
 /// answer was lost) the lease is reset and the fence of that attempt
 /// returned, so a retried acquire never locks itself out.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        "{TAKE}
+if ARGV[3] == '1' then
+  local t = redis.call('TIME')
+  return {{1, fence, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}}
+end
+return {{1, fence}}
+"
+    ))
+});
+
+/// The core of both acquire scripts: takes the lock (or finds it already
+/// ours) and sets `fence`, or returns `{0, pttl}`. `KEYS[1]` lock,
+/// `KEYS[2]` fence; `ARGV[1]` token, `ARGV[2]` ttl (ms).
+const TAKE: &str = r"
 local fence
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   fence = redis.call('INCR', KEYS[2])
@@ -25,14 +38,7 @@ elseif redis.call('GET', KEYS[1]) == ARGV[1] then
 else
   return {0, redis.call('PTTL', KEYS[1])}
 end
-if ARGV[3] == '1' then
-  local t = redis.call('TIME')
-  return {1, fence, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
-end
-return {1, fence}
-",
-    )
-});
+";
 
 /// Resets the lease if the token still holds the lock.
 ///
@@ -235,8 +241,8 @@ return current
 /// `ARGV[1]` token, `ARGV[2]` ttl (ms), `ARGV[3]` delay (ms). Returns
 /// `{1, fence}`, `{0, pttl}`, or `{-4, ms left of the delay}`.
 pub(crate) static ACQUIRE_AFTER_EPOCH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        "
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local born = tonumber(redis.call('GET', KEYS[3]) or '-1')
@@ -246,18 +252,10 @@ if born < 0 then
 end
 local left = born + tonumber(ARGV[3]) - now
 if left > 0 then
-  return {-4, left}
+  return {{-4, left}}
 end
-local fence
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  fence = redis.call('INCR', KEYS[2])
-elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
-else
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-return {1, fence}
-",
-    )
+{TAKE}
+return {{1, fence}}
+"
+    ))
 });

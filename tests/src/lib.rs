@@ -38,10 +38,12 @@
 //! }
 //! ```
 
+mod holder;
 mod logs;
 mod proxy;
 mod redis_server;
 
+pub use holder::LockHolder;
 pub use logs::LogCapture;
 pub use proxy::FaultProxy;
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};

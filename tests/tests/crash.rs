@@ -1,55 +1,16 @@
 //! A lock holder that dies without releasing: its lock must pass to another
 //! owner once its lease runs out, and not before.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redlock_runtime::LockClient;
-use redlock_tests::RedisServer;
+use redlock_tests::{LockHolder, RedisServer};
 
-/// Kills the child on drop, so a failing test leaves no process behind.
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `lock_holder` and returns once it printed that it holds the lock.
-fn spawn_holder(url: &str, key: &str, ttl: Duration, watchdog: bool) -> (Holder, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lock_holder"))
-        .args([
-            url,
-            key,
-            &ttl.as_millis().to_string(),
-            if watchdog { "on" } else { "off" },
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the lock_holder child process");
-    let stdout = child.stdout.take().expect("child stdout");
-    let holder = Holder(child);
-    // Bounded: the child either prints within its connection timeout or exits.
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .expect("lock_holder printed nothing (did it fail to acquire?)")
-        .expect("read lock_holder's output");
-    let fence = line
-        .strip_prefix("ACQUIRED ")
-        .and_then(|f| f.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected lock_holder output {line:?}"));
+fn spawn_holder(url: &str, key: &str, ttl: Duration, watchdog: bool) -> (LockHolder, u64) {
+    let holder = LockHolder::spawn(env!("CARGO_BIN_EXE_lock_holder"), url, key, ttl, watchdog);
+    let fence = holder.fence();
     (holder, fence)
-}
-
-fn sigkill(holder: &mut Holder) {
-    holder.0.kill().expect("SIGKILL the holder");
-    holder.0.wait().expect("reap the holder");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,7 +23,7 @@ async fn a_killed_holders_lock_passes_on_after_its_ttl_and_not_before() {
     // Let the child's watchdog renew at least once, so the lease we measure
     // is a renewed one.
     tokio::time::sleep(ttl / 2).await;
-    sigkill(&mut holder);
+    holder.kill();
     let killed = Instant::now();
     let mut redis = redis::Client::open(url.as_str())
         .expect("url")
@@ -113,7 +74,7 @@ async fn without_watchdog_a_killed_holders_lock_lasts_exactly_its_ttl() {
     let (mut holder, fence) = spawn_holder(&url, "crash-nowd", ttl, false);
     // The child acquired before it printed: the lease ends at most `ttl` from now.
     let printed = Instant::now();
-    sigkill(&mut holder);
+    holder.kill();
 
     let locks = LockClient::connect(&url).await.expect("connect");
     let guard = locks

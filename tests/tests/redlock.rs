@@ -3,13 +3,11 @@
 //! tokens that keep increasing, a paused node, a partitioned holder, a
 //! paused holder, restarted-empty nodes, and replica-acknowledged locks.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redlock_runtime::{LockClient, LockError, LostReason};
-use redlock_tests::{FaultProxy, RedisServer};
+use redlock_tests::{FaultProxy, LockHolder, RedisServer};
 
 async fn start_nodes(n: usize) -> Vec<RedisServer> {
     let mut nodes = Vec::with_capacity(n);
@@ -311,47 +309,19 @@ async fn a_holder_cut_off_from_the_majority_learns_it_lost_before_anyone_else_ge
     new_guard.release().await.expect("release");
 }
 
-/// Kills the child on drop, so a failing test leaves no process behind.
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).unwrap_or(0)),
-            nix::sys::signal::Signal::SIGCONT,
-        );
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
     let nodes = start_nodes(3).await;
     let urls = urls(&nodes);
     let ttl = Duration::from_millis(1_000);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lock_holder"))
-        .args([
-            urls.join(",").as_str(),
-            "invoice",
-            &ttl.as_millis().to_string(),
-            "on",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the lock_holder child process");
-    let stdout = child.stdout.take().expect("child stdout");
-    let holder = Holder(child);
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .expect("lock_holder printed nothing (did it fail to acquire?)")
-        .expect("read lock_holder's output");
-    let old_token: u64 = line
-        .strip_prefix("ACQUIRED ")
-        .and_then(|f| f.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected lock_holder output {line:?}"));
+    let holder = LockHolder::spawn(
+        env!("CARGO_BIN_EXE_lock_holder"),
+        &urls.join(","),
+        "invoice",
+        ttl,
+        true,
+    );
+    let old_token = holder.fence();
     let mut store = FencedStore::default();
     assert!(
         store.write(old_token),
@@ -359,8 +329,7 @@ async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
     );
 
     // A stop-the-world pause of the holder (its watchdog stops too).
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(holder.0.id()).expect("pid"));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    holder.pause();
     let locks = redlock(&urls).await;
     let guard = locks
         .lock("invoice")
@@ -370,7 +339,7 @@ async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
         .expect("the lease of the paused holder runs out");
     let new_token = guard.fencing_token();
     assert!(store.write(new_token));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    holder.resume();
 
     // The holder wakes up and writes with the token it had: rejected.
     assert!(old_token < new_token, "{old_token} then {new_token}");
