@@ -541,15 +541,7 @@ impl LockClientBuilder {
         let mut settings = self.settings;
         // The URL, when given, also opens the wake-up subscriber connection.
         let url = match self.url {
-            Some(url) => {
-                let redacted = redact_url(&url);
-                let client =
-                    redis::Client::open(url.as_str()).map_err(|e| ConfigError::InvalidUrl {
-                        url: redacted.clone(),
-                        reason: scrub(&e.to_string(), &url),
-                    })?;
-                Some((client, redacted))
-            }
+            Some(url) => Some(open_url(&url)?),
             None => None,
         };
         let wakeups = match &url {
@@ -563,20 +555,8 @@ impl LockClientBuilder {
                 (pool, LastError::default(), slots)
             }
             (None, Some((client, redacted))) => {
-                let manager = RedisConnectionManager::new(client.get_connection_info().clone())
-                    .map_err(|e| ConfigError::InvalidUrl {
-                        url: redacted.clone(),
-                        reason: e.to_string(),
-                    })?;
-                let last_error = LastError::default();
-                // FIFO (bb8's default) with every connection kept idle makes
-                // successive check-outs hand out distinct connections.
-                let pool = Pool::builder()
-                    .max_size(self.pool_size)
-                    .min_idle(Some(self.pool_size))
-                    .connection_timeout(self.connection_timeout)
-                    .error_sink(Box::new(last_error.clone()))
-                    .build_unchecked(manager);
+                let (pool, last_error) =
+                    open_pool(&client, &redacted, self.pool_size, self.connection_timeout)?;
                 settings.target = redacted;
                 let slots = usize::try_from(self.pool_size).unwrap_or(1);
                 (pool, last_error, slots)
@@ -608,12 +588,7 @@ impl LockClientBuilder {
         let mut nodes = Vec::with_capacity(urls.len());
         let mut seen: Vec<String> = Vec::new();
         for url in &urls {
-            let redacted = redact_url(url);
-            let client =
-                redis::Client::open(url.as_str()).map_err(|e| ConfigError::InvalidUrl {
-                    url: redacted.clone(),
-                    reason: scrub(&e.to_string(), url),
-                })?;
+            let (client, redacted) = open_url(url)?;
             let info = client.get_connection_info();
             let address = format!("{}/{}", info.addr(), info.redis_settings().db());
             if seen.contains(&address) {
@@ -623,18 +598,8 @@ impl LockClientBuilder {
                 )));
             }
             seen.push(address);
-            let manager =
-                RedisConnectionManager::new(info.clone()).map_err(|e| ConfigError::InvalidUrl {
-                    url: redacted.clone(),
-                    reason: e.to_string(),
-                })?;
-            let last_error = LastError::default();
-            let pool = Pool::builder()
-                .max_size(self.pool_size)
-                .min_idle(Some(self.pool_size))
-                .connection_timeout(self.connection_timeout)
-                .error_sink(Box::new(last_error.clone()))
-                .build_unchecked(manager);
+            let (pool, last_error) =
+                open_pool(&client, &redacted, self.pool_size, self.connection_timeout)?;
             let slots = usize::try_from(self.pool_size).unwrap_or(1);
             nodes.push(Node {
                 backend: RedisBackend::new(pool, slots, last_error).with_replicas(self.replicas),
@@ -679,6 +644,44 @@ impl LockClientBuilder {
             Wakeups::local(),
         ))
     }
+}
+
+/// Parses a Redis URL; the error, and the name returned with the client,
+/// show the URL with its password redacted.
+fn open_url(url: &str) -> Result<(redis::Client, String), ConfigError> {
+    let redacted = redact_url(url);
+    let client = redis::Client::open(url).map_err(|e| ConfigError::InvalidUrl {
+        url: redacted.clone(),
+        reason: scrub(&e.to_string(), url),
+    })?;
+    Ok((client, redacted))
+}
+
+/// A pool of `size` connections to `client`'s server, all kept open, and
+/// the sink that remembers its last connection error.
+fn open_pool(
+    client: &redis::Client,
+    redacted: &str,
+    size: u32,
+    connection_timeout: Duration,
+) -> Result<(Pool<RedisConnectionManager>, LastError), ConfigError> {
+    let manager =
+        RedisConnectionManager::new(client.get_connection_info().clone()).map_err(|e| {
+            ConfigError::InvalidUrl {
+                url: redacted.to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
+    let last_error = LastError::default();
+    // FIFO (bb8's default) with every connection kept idle makes successive
+    // check-outs hand out distinct connections.
+    let pool = Pool::builder()
+        .max_size(size)
+        .min_idle(Some(size))
+        .connection_timeout(connection_timeout)
+        .error_sink(Box::new(last_error.clone()))
+        .build_unchecked(manager);
+    Ok((pool, last_error))
 }
 
 /// Removes anything of a URL that is not in its redacted form from `text`

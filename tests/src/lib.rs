@@ -41,9 +41,11 @@
 mod holder;
 mod logs;
 mod proxy;
+mod raw;
 mod redis_server;
 
 pub use holder::LockHolder;
 pub use logs::LogCapture;
 pub use proxy::FaultProxy;
+pub use raw::{key_exists, raw_connection};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};

@@ -25,11 +25,7 @@ async fn a_killed_holders_lock_passes_on_after_its_ttl_and_not_before() {
     tokio::time::sleep(ttl / 2).await;
     holder.kill();
     let killed = Instant::now();
-    let mut redis = redis::Client::open(url.as_str())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection");
+    let mut redis = redlock_tests::raw_connection(url.as_str()).await;
     let pttl: i64 = redis.pttl("lock:{crash}").await.expect("PTTL");
     assert!(
         pttl > 0,

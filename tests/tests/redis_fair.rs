@@ -10,14 +10,6 @@ use redlock_runtime::{LockClient, LockGuard};
 use redlock_tests::RedisServer;
 use tokio::sync::mpsc;
 
-async fn raw(url: &str) -> MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection")
-}
-
 /// Waits (bounded, 5 s) until `n` waiters are queued for `key`.
 async fn queued(redis: &mut MultiplexedConnection, key: &str, n: usize) {
     let queue = format!("lock:{{{key}}}:queue");
@@ -48,7 +40,7 @@ fn fair_waiter(
 async fn waiters_are_served_in_arrival_order() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let mut redis = raw(&url).await;
+    let mut redis = redlock_tests::raw_connection(&url).await;
     let holder_client = LockClient::connect(&url).await.expect("connect");
     let holder = holder_client
         .lock("line")
@@ -92,7 +84,7 @@ async fn waiters_are_served_in_arrival_order() {
 async fn a_waiter_that_gives_up_leaves_the_line_at_once() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let mut redis = raw(&url).await;
+    let mut redis = redlock_tests::raw_connection(&url).await;
     let holder_client = LockClient::connect(&url).await.expect("connect");
     let holder = holder_client
         .lock("give-up")
@@ -134,7 +126,7 @@ async fn a_waiter_that_gives_up_leaves_the_line_at_once() {
 async fn a_cancelled_waiter_leaves_the_line() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let mut redis = raw(&url).await;
+    let mut redis = redlock_tests::raw_connection(&url).await;
     let holder_client = LockClient::connect(&url).await.expect("connect");
     let holder = holder_client
         .lock("cancel")
@@ -177,7 +169,7 @@ impl Drop for Child_ {
 async fn a_dead_waiter_leaves_the_line_within_its_presence() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let mut redis = raw(&url).await;
+    let mut redis = redlock_tests::raw_connection(&url).await;
     let holder_client = LockClient::connect(&url).await.expect("connect");
     let holder = holder_client
         .lock("dead")

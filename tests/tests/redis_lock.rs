@@ -10,18 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 use redlock_runtime::{ConfigError, LockClient, LockError, LostReason, RetryPolicy};
 use redlock_tests::{FaultProxy, RedisServer};
-
-/// A raw connection for looking at and tampering with Redis directly.
-async fn raw(url: &str) -> MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("redis url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection to the test Redis")
-}
 
 async fn client(url: &str) -> LockClient {
     LockClient::connect(url)
@@ -100,7 +90,7 @@ async fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions() {
 async fn acquire_writes_token_and_fence_beside_each_other() {
     let server = RedisServer::start().await;
     let locks = client(&server.url()).await;
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let guard = locks
         .lock("order:42")
         .ttl(Duration::from_secs(10))
@@ -157,7 +147,7 @@ async fn deleting_the_key_makes_lost_fire_within_ttl() {
     let locks = client(&server.url()).await;
     let ttl = Duration::from_millis(900);
     let guard = locks.lock("del").ttl(ttl).acquire().await.expect("acquire");
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let _: () = redis.del("lock:{del}").await.expect("DEL");
     let started = Instant::now();
     let reason = tokio::time::timeout(ttl, guard.lost())
@@ -239,7 +229,7 @@ async fn aborting_a_task_that_holds_a_guard_frees_the_key_within_200ms() {
         }
     });
     held_rx.await.expect("holder acquired");
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let exists: bool = redis.exists("lock:{cancel}").await.expect("EXISTS");
     assert!(exists);
     holder.abort();
@@ -337,7 +327,7 @@ async fn a_waiter_acquires_as_soon_as_the_lease_runs_out() {
     let err = holder.release().await.expect_err("lost");
     assert!(err.is_lost(), "{err}");
     assert!(next.is_held());
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let stored: String = redis.get("lock:{expire}").await.expect("GET");
     assert_eq!(stored, next.token(), "the new owner's lock is untouched");
 }
@@ -409,7 +399,7 @@ async fn bad_input_gives_clear_typed_errors() {
     );
 
     // Nothing was written by the rejected requests.
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let keys: Vec<String> = redis.keys("*").await.expect("KEYS");
     assert!(keys.is_empty(), "{keys:?}");
 
@@ -475,7 +465,7 @@ async fn extend_and_release_are_checked_against_the_token() {
         .extend(Duration::from_secs(20))
         .await
         .expect("extend while held");
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let pttl: i64 = redis.pttl("lock:{ext}").await.expect("PTTL");
     assert!(pttl > 19_000, "extended: {pttl}");
     // Someone else's value under the key: extend and release refuse to act.
@@ -511,7 +501,7 @@ async fn key_prefix_and_from_pool() {
         .await
         .expect("client over the pool");
     let guard = locks.lock("k").acquire().await.expect("acquire");
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let exists: bool = redis.exists("app:locks:{k}").await.expect("EXISTS");
     assert!(exists);
     guard.release().await.expect("release");
@@ -538,7 +528,7 @@ async fn scripts_are_reloaded_after_script_flush() {
         .release()
         .await
         .expect("release");
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut redis)
@@ -658,7 +648,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
     }
     assert_eq!(locks.held_locks(), LOCKS);
     let before = locks.renewal_round_trips();
-    let mut redis = raw(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let hold = ttl * 3;
     let started = Instant::now();
     tokio::time::sleep(hold / 2).await;

@@ -18,14 +18,6 @@ async fn client(url: &str) -> LockClient {
         .expect("connect to the test Redis")
 }
 
-async fn redis_conn(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("valid url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection to the test Redis")
-}
-
 /// The application's error type: lock failures convert into it.
 #[derive(Debug)]
 enum AppError {
@@ -123,7 +115,7 @@ fn orders(locks: LockClient) -> Arc<Orders> {
 async fn same_arguments_serialize_on_one_redis_key() {
     let server = RedisServer::start().await;
     let orders = orders(client(&server.url()).await);
-    let mut redis = redis_conn(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
 
     let (step_a, control_a) = step();
     let first = tokio::spawn({
@@ -212,7 +204,7 @@ async fn pair(locks: &LockClient, a: &str, b: &str, step: Step) -> Result<u64, L
 async fn key_encoding_keeps_value_pairs_apart() {
     let server = RedisServer::start().await;
     let locks = client(&server.url()).await;
-    let mut redis = redis_conn(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
 
     let (step_a, control_a) = step();
     let (step_b, control_b) = step();
@@ -268,7 +260,7 @@ async fn skip_lets_exactly_one_of_three_nodes_run_per_period() {
             locks: client(&server.url()).await,
         });
     }
-    let mut redis = redis_conn(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let runs = AtomicUsize::new(0);
 
     for period in 0..3 {

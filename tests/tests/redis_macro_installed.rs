@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use redis::AsyncCommands;
 use redlock_runtime::{ConfigError, LockClient, LockError, current_lock, distributed_lock};
 use redlock_tests::RedisServer;
 
@@ -22,15 +21,6 @@ async fn report(id: u32) -> Result<(String, usize), LockError> {
 #[distributed_lock(key = "report:<id>")]
 async fn nested(id: u32) -> Result<usize, LockError> {
     Ok(current_lock().expect("held").depth())
-}
-
-async fn holds(url: &str, key: &str) -> bool {
-    let mut conn = redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection");
-    conn.exists(key).await.expect("EXISTS")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,7 +56,7 @@ async fn the_installed_client_serves_functions_without_their_own() {
         .acquire()
         .await
         .expect("acquire");
-    assert!(holds(&first.url(), "lock:{report:2}").await);
+    assert!(redlock_tests::key_exists(&first.url(), "lock:{report:2}").await);
     let busy = report(2).await.expect_err("held by the guard");
     assert!(busy.is_busy(), "{busy}");
     drop(guard);

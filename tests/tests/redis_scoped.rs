@@ -73,11 +73,7 @@ async fn nested_scopes_complete_in_one_task_while_another_task_waits() {
 async fn a_deleted_lock_cancels_the_body_within_ttl() {
     let server = RedisServer::start().await;
     let locks = client(&server.url()).await;
-    let mut redis = redis::Client::open(server.url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw");
+    let mut redis = redlock_tests::raw_connection(server.url()).await;
     let ttl = Duration::from_millis(900);
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let finished = Arc::new(AtomicBool::new(false));

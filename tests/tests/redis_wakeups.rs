@@ -61,11 +61,7 @@ async fn evalsha_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_waiters_on_the_released_key_wake() {
     let server = RedisServer::start().await;
-    let mut admin = redis::Client::open(server.url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw");
+    let mut admin = redlock_tests::raw_connection(server.url()).await;
     let holders = LockClient::connect(server.url()).await.expect("connect");
     let waiters = slow_poller(&server.url()).await;
     // Load the scripts, so no NOSCRIPT retry adds to the count below.
@@ -118,11 +114,7 @@ async fn only_waiters_on_the_released_key_wake() {
 async fn with_pub_sub_cut_the_waiter_still_acquires_by_polling() {
     let server = RedisServer::start().await;
     // The waiter's user may not subscribe to anything: no push can reach it.
-    let mut admin = redis::Client::open(server.url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw");
+    let mut admin = redlock_tests::raw_connection(server.url()).await;
     let _: () = redis::cmd("ACL")
         .arg(&[
             "SETUSER",

@@ -31,15 +31,6 @@ async fn redlock(urls: &[String]) -> LockClient {
         .expect("a majority of the nodes answers")
 }
 
-async fn holds(url: &str, key: &str) -> bool {
-    let mut conn = redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection");
-    conn.exists(key).await.expect("EXISTS")
-}
-
 /// A store that accepts a write only with a fencing token at least as high
 /// as any it has seen.
 #[derive(Default)]
@@ -73,7 +64,7 @@ async fn five_nodes_work_with_two_down_and_fail_clearly_with_three_down() {
     // too, a moment later.
     let deadline = Instant::now() + Duration::from_secs(2);
     for url in &urls {
-        while !holds(url, "lock:{order:1}").await {
+        while !redlock_tests::key_exists(url, "lock:{order:1}").await {
             assert!(Instant::now() < deadline, "{url} never got the lock");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -81,7 +72,10 @@ async fn five_nodes_work_with_two_down_and_fail_clearly_with_three_down() {
     guard.extend(Duration::from_secs(10)).await.expect("extend");
     guard.release().await.expect("release");
     for url in &urls {
-        assert!(!holds(url, "lock:{order:1}").await, "{url} released");
+        assert!(
+            !redlock_tests::key_exists(url, "lock:{order:1}").await,
+            "{url} released"
+        );
     }
 
     // Two of five down: a majority remains.
@@ -419,7 +413,7 @@ async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passe
         .await
         .expect("two empty nodes make a majority");
     assert!(
-        holds(&urls[0], "lock:{stock}").await,
+        redlock_tests::key_exists(&urls[0], "lock:{stock}").await,
         "node 0 still has the first owner's lock"
     );
     second_owner.release().await.expect("release");
@@ -446,11 +440,7 @@ async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
         RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &primary.port().to_string()])
             .await;
     // Ready when the primary sees the replica and gets its acknowledgements.
-    let mut primary_conn = redis::Client::open(primary.url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection");
+    let mut primary_conn = redlock_tests::raw_connection(primary.url()).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let _: () = primary_conn.set("sync-probe", 1).await.expect("SET");
@@ -481,7 +471,7 @@ async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
         .await
         .expect("the replica acknowledges");
     assert!(
-        holds(&replica.url(), "lock:{payout}").await,
+        redlock_tests::key_exists(&replica.url(), "lock:{payout}").await,
         "the replica has the lock"
     );
     guard.release().await.expect("release");
@@ -507,7 +497,7 @@ async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
     }
     assert!(error.to_string().contains("0 of 1 replicas"), "{error}");
     assert!(
-        !holds(&primary.url(), "lock:{payout}").await,
+        !redlock_tests::key_exists(&primary.url(), "lock:{payout}").await,
         "no lock is left behind"
     );
 }

@@ -186,9 +186,5 @@ impl Probe {
 
 /// A raw connection to the test Redis.
 pub async fn raw_redis(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("redis url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw connection to the test Redis")
+    redlock_tests::raw_connection(url).await
 }
