@@ -84,6 +84,7 @@ mod context;
 mod fingerprint;
 pub mod idempotency;
 mod key;
+pub mod metrics;
 mod rejection;
 mod store;
 

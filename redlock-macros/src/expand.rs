@@ -341,6 +341,12 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     };
     let renew = args.renew;
     let fair = args.fair;
+    // The metrics' `lock` label: the template, placeholders and all.
+    let label = args
+        .key
+        .as_ref()
+        .map(KeyTemplate::as_written)
+        .unwrap_or_default();
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Signal => quote!(#private::OnLost::Signal),
@@ -423,6 +429,7 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
                 hold_at_least: #hold_at_least,
                 on_lost: #on_lost,
                 fair: #fair,
+                label: #label,
             };
             #call
         },

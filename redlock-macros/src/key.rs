@@ -58,6 +58,23 @@ impl Placeholder {
 }
 
 impl KeyTemplate {
+    /// The template as written, with `<` and `>` in the text doubled again:
+    /// `order:<user_id>:<order_id>`.
+    pub(crate) fn as_written(&self) -> String {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(&text.replace('<', "<<").replace('>', ">>")),
+                Piece::Value(p) => {
+                    out.push('<');
+                    out.push_str(&p.display());
+                    out.push('>');
+                }
+            }
+        }
+        out
+    }
+
     pub(crate) fn parse(lit: &LitStr) -> syn::Result<KeyTemplate> {
         let text = lit.value();
         let span = lit.span();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::quorum::{Node, QuorumBackend};
@@ -16,6 +17,7 @@ use crate::backoff::{RetryPolicy, next_sleep};
 use crate::error::{ConfigError, LockError, Operation};
 use crate::guard::{Hold, LockGuard, Taken};
 use crate::scope::{OnLost, Scope};
+use crate::telemetry::{self, AcquireEnd, Labels};
 use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
 use crate::wakeups::{Wakeups, Watch};
 use crate::watchdog::Watchdog;
@@ -172,6 +174,7 @@ impl LockClient {
             hold_at_least: None,
             on_lost: OnLost::Cancel,
             fair: false,
+            label: None,
         }
     }
 
@@ -712,6 +715,7 @@ pub struct LockRequest {
     hold_at_least: Option<Duration>,
     on_lost: OnLost,
     fair: bool,
+    label: Option<Arc<str>>,
 }
 
 impl LockRequest {
@@ -776,6 +780,15 @@ impl LockRequest {
     /// while the body runs. Defaults to [`OnLost::Cancel`].
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.on_lost = on_lost;
+        self
+    }
+
+    /// The `lock` label of this lock's metrics (with the `metrics`
+    /// feature; see [`crate::metrics`]). Defaults to the key's first
+    /// `:`-separated part (`order:42:A-17` → `order`); name locks whose keys
+    /// have no `:`, so that each key does not become its own series.
+    pub fn label(mut self, label: impl Into<Arc<str>>) -> Self {
+        self.label = Some(label.into());
         self
     }
 
@@ -883,7 +896,7 @@ impl LockRequest {
             }
         };
         let scope = Scope::enter(Arc::clone(guard.shared()), 1);
-        let body = Scope::run(scope, body);
+        let body = Scope::run(scope, body).instrument(guard.span().clone());
         let value = match on_lost {
             OnLost::Cancel => {
                 let lost = guard.lost();
@@ -950,7 +963,33 @@ impl LockRequest {
         })
     }
 
+    /// One acquire, in its span and measured.
     async fn acquire_outcome(self) -> Result<Outcome, LockError> {
+        let labels = Labels::new(self.label.as_ref(), &self.key, self.client.backend());
+        let span = telemetry::acquire_span(&self.key, self.wait);
+        let waited = !self.wait.is_zero();
+        let started = Instant::now();
+        let outcome = self
+            .acquire_attempts(labels.clone())
+            .instrument(span.clone())
+            .await;
+        let end = match &outcome {
+            // A reentrant acquire touched nothing: not a new acquisition.
+            Ok(Outcome::Acquired(guard)) if guard.is_reentrant() => None,
+            Ok(Outcome::Acquired(guard)) => {
+                span.record("fencing_token", guard.fencing_token());
+                Some(AcquireEnd::Acquired)
+            }
+            Ok(Outcome::Busy) => Some(AcquireEnd::Busy { waited }),
+            Err(e) => Some(AcquireEnd::Failed(e)),
+        };
+        if let Some(end) = end {
+            telemetry::acquire_ended(&labels, end, started.elapsed());
+        }
+        outcome
+    }
+
+    async fn acquire_attempts(self, labels: Labels) -> Result<Outcome, LockError> {
         validate_key(&self.key)?;
         let settings = self.client.settings();
         let ttl = self.ttl.unwrap_or(settings.default_ttl);
@@ -1051,6 +1090,7 @@ impl LockRequest {
                             sent,
                             renew: self.watchdog,
                             fair: self.fair,
+                            labels,
                             hold: self
                                 .hold_at_least
                                 .zip(at_ms)

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::{Instrument as _, Span};
 
 use crate::backend::{HoldRelease, Keys, OpError};
 use crate::client::LockClient;
 use crate::error::{LockError, LostReason, Operation};
+use crate::telemetry::{self, How, Labels};
 use crate::util::validate_ttl;
 
 /// A held lock.
@@ -54,6 +56,12 @@ pub(crate) struct Shared {
     pub(crate) renewal_gate: Arc<tokio::sync::Mutex<()>>,
     lease: Mutex<Lease>,
     lost: watch::Sender<Option<LostReason>>,
+    /// The metrics' labels.
+    pub(crate) labels: Labels,
+    /// When the acquire returned (for the hold-time histogram).
+    acquired_at: Instant,
+    /// `redlock.hold{key, fencing_token}`: open while the lock is held.
+    pub(crate) span: Span,
 }
 
 /// What an acquire that succeeded hands to [`LockGuard::new`].
@@ -68,6 +76,7 @@ pub(crate) struct Taken {
     pub(crate) renew: bool,
     pub(crate) fair: bool,
     pub(crate) hold: Option<Hold>,
+    pub(crate) labels: Labels,
 }
 
 /// A minimum hold (`hold_at_least`), measured on the store's clock.
@@ -217,6 +226,8 @@ impl Shared {
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         let first = self.lost.send_if_modified(|current| {
             if current.is_none() {
+                // Counted before anyone waiting on `lost()` wakes.
+                telemetry::lost(&self.labels, reason);
                 *current = Some(reason);
                 true
             } else {
@@ -224,7 +235,7 @@ impl Shared {
             }
         });
         if first {
-            tracing::warn!(target: "redlock", key = %self.keys.user, fence = self.fence, %reason, "lock lost");
+            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fence = self.fence, %reason, "lock lost");
         }
     }
 }
@@ -240,7 +251,9 @@ impl LockGuard {
             renew,
             fair,
             hold,
+            labels,
         } = taken;
+        let span = telemetry::hold_span(&keys.user, fence);
         let shared = Arc::new(Shared {
             client: client.clone(),
             keys,
@@ -257,6 +270,9 @@ impl LockGuard {
                 retry_at: None,
             }),
             lost: watch::Sender::new(None),
+            labels,
+            acquired_at: Instant::now(),
+            span,
         });
         let watch_id = client.watchdog().register(&client, Arc::clone(&shared));
         Self {
@@ -308,6 +324,29 @@ impl LockGuard {
     /// pause) cannot overwrite the newer holder's work.
     pub fn fencing_token(&self) -> u64 {
         self.shared.fence
+    }
+
+    /// The lock's `tracing` span, `redlock.hold{key, fencing_token}`: open
+    /// from the acquire to the end of the lock, with the watchdog's and the
+    /// release's events inside it. Run the critical section in it (as
+    /// [`LockRequest::run`](crate::LockRequest::run) does) and every event
+    /// logged there carries the key and the fencing token:
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use tracing::Instrument as _;
+    ///
+    /// let locks = redlock_runtime::LockClient::in_memory();
+    /// let guard = locks.lock("invoice:7").acquire().await?;
+    /// async { tracing::info!("writing the invoice") }
+    ///     .instrument(guard.span().clone())
+    ///     .await;
+    /// guard.release().await?;
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn span(&self) -> &Span {
+        &self.shared.span
     }
 
     /// True while the lock is presumed held: not released, not known lost,
@@ -401,13 +440,22 @@ impl LockGuard {
         let s = Arc::clone(&self.shared);
         // Wait out a renewal in flight, and stop renewals, before the release
         // is sent: no renewal can follow it.
-        let gate = s.renewal_gate.lock().await;
-        s.client.watchdog().deregister(watch_id);
-        let result = s.end().await;
-        drop(gate);
+        let span = telemetry::release_span(&s.span, &s.keys.user, s.fence);
+        let result = async {
+            let gate = s.renewal_gate.lock().await;
+            s.client.watchdog().deregister(watch_id);
+            let result = s.end().await;
+            drop(gate);
+            result
+        }
+        .instrument(span.clone())
+        .await;
         self.released = true;
+        telemetry::held(&s.labels, s.acquired_at.elapsed());
+        let _entered = span.enter();
         match result {
             Ok(true) => {
+                telemetry::released(&s.labels, How::Release);
                 tracing::debug!(target: "redlock", key = %s.keys.user, fence = s.fence, "lock released");
                 Ok(())
             }
@@ -440,16 +488,19 @@ impl Drop for LockGuard {
             return;
         }
         let shared = Arc::clone(&self.shared);
+        telemetry::held(&shared.labels, shared.acquired_at.elapsed());
         let Some(runtime) = self.runtime.take() else {
             tracing::warn!(target: "redlock", key = %shared.keys.user, "lock guard dropped outside a tokio runtime; the lease will run out by itself");
             return;
         };
         // A release that can no longer run (the runtime shut down) just
         // leaves the lease to run out.
-        runtime.spawn(async move {
+        let span = telemetry::release_span(&shared.span, &shared.keys.user, shared.fence);
+        let release = async move {
             let _gate = shared.renewal_gate.lock().await;
             match shared.end().await {
                 Ok(true) => {
+                    telemetry::released(&shared.labels, How::Drop);
                     tracing::debug!(target: "redlock", key = %shared.keys.user, "lock released on drop")
                 }
                 Ok(false) => {
@@ -459,7 +510,8 @@ impl Drop for LockGuard {
                     tracing::warn!(target: "redlock", key = %shared.keys.user, error = ?e, "release on drop failed; the lease will run out by itself")
                 }
             }
-        });
+        };
+        runtime.spawn(release.instrument(span));
     }
 }
 

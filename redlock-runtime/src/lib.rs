@@ -137,11 +137,23 @@
 //! [`LockClient::in_memory`] gives the same semantics inside one process: for
 //! single-instance services and for your own unit tests.
 //!
-//! # Logs
+//! # Logs, spans and metrics
 //!
 //! `tracing` events (target `redlock`) for acquire, wait, renew, lost and
 //! release carry the key and fencing token, never the owner token; the Redis
-//! URL is only ever shown with its password redacted.
+//! URL is only ever shown with its password redacted. They sit in spans:
+//!
+//! | span | level | fields | lasts |
+//! |---|---|---|---|
+//! | `redlock.acquire` | debug | `key`, `wait_ms`, `fencing_token` (once taken) | one acquire, waiting included |
+//! | `redlock.hold` | info | `key`, `fencing_token` | from the acquire to the end of the lock; [`LockRequest::run`] (and so `#[distributed_lock]`) runs its body in it, [`LockGuard::span`] gives it for the plain API |
+//! | `redlock.release` | debug | `key`, `fencing_token` | one release (inside `redlock.hold`) |
+//!
+//! so every event logged while a lock is held, yours included, says which
+//! lock and which token. With the `metrics` feature the runtime also counts
+//! acquisitions, busy answers, wait timeouts, errors, losses, failed
+//! renewals and releases, and records wait and hold times, through the
+//! `metrics` facade: [`metrics`] lists each with its labels.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -152,8 +164,10 @@ mod client;
 mod error;
 mod guard;
 mod install;
+pub mod metrics;
 mod scope;
 mod scripts;
+mod telemetry;
 mod util;
 mod wakeups;
 mod watchdog;

@@ -142,6 +142,8 @@ pub struct Options {
     pub on_lost: OnLost,
     /// `fair = ..`.
     pub fair: bool,
+    /// The key template as written: the `lock` label of the metrics.
+    pub label: &'static str,
 }
 
 fn request(client: &LockClient, key: String, options: Options) -> LockRequest {
@@ -149,7 +151,8 @@ fn request(client: &LockClient, key: String, options: Options) -> LockRequest {
         .lock(key)
         .wait(options.wait)
         .watchdog(options.renew)
-        .on_lost(options.on_lost);
+        .on_lost(options.on_lost)
+        .label(options.label);
     if let Some(ttl) = options.ttl {
         request = request.ttl(ttl);
     }

@@ -28,6 +28,7 @@ use crate::backend::Renewal;
 use crate::client::LockClient;
 use crate::error::LostReason;
 use crate::guard::Shared;
+use crate::telemetry;
 
 /// How soon a failed renewal is tried again (cut to half the lease left).
 const RENEW_RETRY: Duration = Duration::from_millis(50);
@@ -251,7 +252,7 @@ async fn renew(client: &LockClient, batch: &[(u64, Arc<Shared>)]) {
                 match answer {
                     Ok(true) => {
                         shared.renewed(sent, shared.lease().ttl);
-                        tracing::trace!(target: "redlock", key = %shared.keys.user, "lock renewed");
+                        tracing::trace!(target: "redlock", parent: &shared.span, key = %shared.keys.user, "lock renewed");
                     }
                     Ok(false) => {
                         client.watchdog().deregister(*id);
@@ -277,7 +278,8 @@ fn retry_later(
     error: &dyn std::fmt::Debug,
 ) {
     let left = shared.lease().deadline.saturating_duration_since(now);
-    tracing::warn!(target: "redlock", key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
+    telemetry::renew_failed(&shared.labels);
+    tracing::warn!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
     if left.is_zero() {
         client.watchdog().deregister(id);
         shared.mark_lost(LostReason::Unconfirmed);

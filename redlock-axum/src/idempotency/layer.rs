@@ -113,6 +113,17 @@ pub(crate) struct Config {
 impl Config {
     /// The response for a rejection, through `map_rejection` if set.
     pub(crate) fn reject(&self, rejection: IdempotencyRejection) -> Response {
+        crate::metrics::outcome(match &rejection {
+            IdempotencyRejection::MissingKey { .. } => "missing",
+            IdempotencyRejection::InvalidKey(_) => "invalid",
+            IdempotencyRejection::MissingScope => "missing_scope",
+            IdempotencyRejection::BodyTooLarge { .. } => "body_too_large",
+            IdempotencyRejection::BodyUnreadable => "body_unreadable",
+            IdempotencyRejection::Processing { .. } => "in_progress",
+            IdempotencyRejection::Mismatch { .. } => "mismatch",
+            IdempotencyRejection::NotReplayable { .. } => "not_replayable",
+            IdempotencyRejection::Unavailable { .. } => "store_error",
+        });
         match &self.map_rejection {
             Some(map) => map(rejection),
             None => rejection.into_response(),

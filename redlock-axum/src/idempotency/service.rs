@@ -288,6 +288,7 @@ impl Claimed {
         let claim = match self.claim(fingerprint).await {
             Ok(claim) => claim,
             Err(()) if config.fail_open => {
+                crate::metrics::outcome("store_error");
                 tracing::warn!(target: TARGET, key_hash = %self.key_hash, "idempotency store unavailable; request let through without idempotency (fail_open)");
                 let request = Request::from_parts(parts, Body::from(bytes));
                 poll_fn(|cx| inner.poll_ready(cx)).await?;
@@ -300,7 +301,10 @@ impl Claimed {
             }
         };
         match claim {
-            Claim::Claimed { fence } => self.execute(inner, parts, bytes, fence).await,
+            Claim::Claimed { fence } => {
+                crate::metrics::outcome("claimed");
+                self.execute(inner, parts, bytes, fence).await
+            }
             Claim::Processing { lease_left } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "duplicate while the first request runs: 409");
                 Ok(config.reject(IdempotencyRejection::Processing {
@@ -406,6 +410,7 @@ impl Claimed {
         }
         let mut response = match stored.body {
             Some(body) => {
+                crate::metrics::outcome("replayed");
                 let mut response = Response::new(Body::from(body));
                 *response.status_mut() = stored.status;
                 *response.headers_mut() = headers;

@@ -1,0 +1,209 @@
+//! What the runtime reports: metrics through the `metrics` facade (with the
+//! `metrics` feature; without it every function here is empty and inlined
+//! away), and the `tracing` spans around acquire, hold and release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Span;
+
+use crate::backend::Backend;
+use crate::error::{LockError, LostReason};
+
+/// The labels every lock metric carries.
+#[derive(Clone, Debug)]
+pub(crate) struct Labels {
+    #[cfg(feature = "metrics")]
+    lock: Arc<str>,
+    #[cfg(feature = "metrics")]
+    backend: &'static str,
+}
+
+/// The `lock` label of a key without an explicit label: its first
+/// `:`-separated part (`order:42:A-17` → `order`).
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) fn default_label(key: &str) -> &str {
+    key.split(':').next().unwrap_or(key)
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) fn backend_name(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Redis(_) => "redis",
+        Backend::Memory(_) => "memory",
+        Backend::Quorum(_) => "redlock",
+    }
+}
+
+impl Labels {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn new(label: Option<&Arc<str>>, key: &str, backend: &Backend) -> Self {
+        Labels {
+            #[cfg(feature = "metrics")]
+            lock: match label {
+                Some(label) => Arc::clone(label),
+                None => Arc::from(default_label(key)),
+            },
+            #[cfg(feature = "metrics")]
+            backend: backend_name(backend),
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod imp {
+    use std::time::Duration;
+
+    use ::metrics::{counter, histogram};
+
+    use super::Labels;
+    use crate::metrics as names;
+
+    pub(super) fn count(name: &'static str, labels: &Labels) {
+        counter!(name, "lock" => labels.lock.clone(), "backend" => labels.backend).increment(1);
+    }
+
+    pub(super) fn count_with(
+        name: &'static str,
+        labels: &Labels,
+        extra: &'static str,
+        value: &'static str,
+    ) {
+        counter!(name, "lock" => labels.lock.clone(), "backend" => labels.backend, extra => value)
+            .increment(1);
+    }
+
+    pub(super) fn wait(labels: &Labels, outcome: &'static str, waited: Duration) {
+        histogram!(names::WAIT_SECONDS, "lock" => labels.lock.clone(), "backend" => labels.backend, "outcome" => outcome)
+            .record(waited.as_secs_f64());
+    }
+
+    pub(super) fn hold(labels: &Labels, held: Duration) {
+        histogram!(names::HOLD_SECONDS, "lock" => labels.lock.clone(), "backend" => labels.backend)
+            .record(held.as_secs_f64());
+    }
+}
+
+/// How an acquire ended, for the metrics.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) enum AcquireEnd<'a> {
+    Acquired,
+    Busy { waited: bool },
+    Failed(&'a LockError),
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn acquire_ended(labels: &Labels, end: AcquireEnd<'_>, elapsed: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        use crate::metrics as names;
+        let outcome = match end {
+            AcquireEnd::Acquired => {
+                imp::count(names::ACQUIRED, labels);
+                "acquired"
+            }
+            AcquireEnd::Busy { waited: false } => {
+                imp::count(names::BUSY, labels);
+                "busy"
+            }
+            AcquireEnd::Busy { waited: true } => {
+                imp::count(names::WAIT_TIMEOUTS, labels);
+                "timeout"
+            }
+            AcquireEnd::Failed(error) => {
+                imp::count_with(names::ACQUIRE_ERRORS, labels, "error", error_kind(error));
+                "error"
+            }
+        };
+        imp::wait(labels, outcome, elapsed);
+    }
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn lost(labels: &Labels, reason: LostReason) {
+    #[cfg(feature = "metrics")]
+    imp::count_with(
+        crate::metrics::LOST,
+        labels,
+        "reason",
+        match reason {
+            LostReason::TokenGone => "token_gone",
+            LostReason::Unconfirmed => "unconfirmed",
+            LostReason::Expired => "expired",
+        },
+    );
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn renew_failed(labels: &Labels) {
+    #[cfg(feature = "metrics")]
+    imp::count(crate::metrics::RENEW_FAILURES, labels);
+}
+
+/// How a guard ended.
+#[derive(Clone, Copy)]
+pub(crate) enum How {
+    Release,
+    Drop,
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn released(labels: &Labels, how: How) {
+    #[cfg(feature = "metrics")]
+    imp::count_with(
+        crate::metrics::RELEASED,
+        labels,
+        "how",
+        match how {
+            How::Release => "release",
+            How::Drop => "drop",
+        },
+    );
+}
+
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn held(labels: &Labels, held: Duration) {
+    #[cfg(feature = "metrics")]
+    imp::hold(labels, held);
+}
+
+/// The `error` label of `redlock_lock_acquire_errors_total`.
+#[cfg(feature = "metrics")]
+fn error_kind(error: &LockError) -> &'static str {
+    match error {
+        LockError::InvalidKey { .. } => "invalid_key",
+        LockError::Config(_) => "config",
+        LockError::Connect { .. } => "connect",
+        LockError::Redis { .. } => "redis",
+        LockError::Timeout { .. } => "timeout",
+        LockError::Pool { .. } => "pool",
+        LockError::Quorum { .. } => "quorum",
+        LockError::Replicas { .. } => "replicas",
+        _ => "other",
+    }
+}
+
+/// The span around an acquire: `redlock.acquire{key, wait_ms}`, with
+/// `fencing_token` recorded when it succeeds.
+pub(crate) fn acquire_span(key: &str, wait: Duration) -> Span {
+    tracing::debug_span!(
+        target: "redlock",
+        "redlock.acquire",
+        key = %key,
+        wait_ms = wait.as_millis() as u64,
+        fencing_token = tracing::field::Empty,
+    )
+}
+
+/// The span of a held lock, from the acquire to the end of the guard:
+/// `redlock.hold{key, fencing_token}`. The watchdog's and the release's
+/// events are inside it, and [`LockRequest::run`](crate::LockRequest::run)
+/// runs its body in it.
+pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
+    tracing::info_span!(target: "redlock", "redlock.hold", key = %key, fencing_token = fence)
+}
+
+/// The span around a release, inside the hold span.
+pub(crate) fn release_span(hold: &Span, key: &str, fence: u64) -> Span {
+    tracing::debug_span!(target: "redlock", parent: hold, "redlock.release", key = %key, fencing_token = fence)
+}

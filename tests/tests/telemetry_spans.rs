@@ -1,0 +1,96 @@
+//! The `tracing` spans: `redlock.acquire`, `redlock.hold` and
+//! `redlock.release` carry the key and the fencing token, so every event
+//! logged while a lock is held says which lock and which token.
+//!
+//! Its own test binary: `tracing` caches per call site whether anyone
+//! listens, and the capture is a thread-local subscriber.
+
+use std::time::Duration;
+
+use redlock_runtime::{LockClient, LostReason};
+use redlock_tests::{LogCapture, RedisServer};
+use tracing::Instrument as _;
+
+#[tokio::test(flavor = "current_thread")]
+async fn spans_carry_the_key_and_the_fencing_token() {
+    let (logs, _guard) = LogCapture::start();
+    let redis = RedisServer::start().await;
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+
+    // Two acquisitions, so the token is not trivially 1.
+    locks
+        .lock("invoice:7")
+        .acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    locks
+        .lock("invoice:7")
+        .run(async { tracing::info!("writing the invoice") })
+        .await
+        .expect("run");
+    let text = logs.text();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+            .to_owned()
+    };
+    // The body's own event, inside the hold span.
+    let body = line("writing the invoice");
+    assert!(
+        body.contains("redlock.hold{key=invoice:7 fencing_token=2}"),
+        "{body}"
+    );
+    // The acquire's events, inside the acquire span.
+    let acquired = line("lock acquired");
+    assert!(
+        acquired.contains("redlock.acquire{key=invoice:7 wait_ms=0"),
+        "{acquired}"
+    );
+    // The release, inside the hold span of the token it released.
+    let released = text
+        .lines()
+        .filter(|l| l.contains("lock released"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("two releases in:\n{text}"));
+    assert!(
+        released.contains(
+            "redlock.hold{key=invoice:7 fencing_token=2}:redlock.release{key=invoice:7 fencing_token=2}"
+        ),
+        "{released}"
+    );
+
+    // A guard's span, for the plain API; and the loss is logged in it.
+    let guard = locks
+        .lock("invoice:8")
+        .ttl(Duration::from_millis(100))
+        .watchdog(false)
+        .acquire()
+        .await
+        .expect("acquire");
+    async { tracing::info!("working under the guard") }
+        .instrument(guard.span().clone())
+        .await;
+    assert_eq!(guard.lost().await, LostReason::Expired);
+    drop(guard);
+    let text = logs.text();
+    let work = text
+        .lines()
+        .find(|l| l.contains("working under the guard"))
+        .expect("the work's event");
+    assert!(
+        work.contains("redlock.hold{key=invoice:8 fencing_token=1}"),
+        "{work}"
+    );
+    let lost = text
+        .lines()
+        .find(|l| l.contains("lock lost"))
+        .expect("the loss is logged");
+    assert!(
+        lost.contains("WARN") && lost.contains("redlock.hold{key=invoice:8 fencing_token=1}"),
+        "{lost}"
+    );
+}
