@@ -746,9 +746,10 @@ impl LockRequest {
     /// when the work ends sooner (ShedLock's `lockAtLeastFor`): releasing
     /// then shortens the lease to what is left of the minimum instead of
     /// deleting the lock. Measured on Redis's clock (`TIME` at acquire and at
-    /// release), never on a node's. For jobs deduplicated across nodes whose
-    /// clocks differ: a node whose tick comes a little late still finds the
-    /// lock held. Defaults to none.
+    /// release), never on an application node's; with Redlock, whose nodes'
+    /// clocks are not compared, on this process's monotonic clock instead.
+    /// For jobs deduplicated across nodes whose clocks differ: a node whose
+    /// tick comes a little late still finds the lock held. Defaults to none.
     pub fn hold_at_least(mut self, hold: Duration) -> Self {
         self.hold_at_least = Some(hold);
         self

@@ -277,9 +277,17 @@ fn retry_later(
     now: Instant,
     error: &dyn std::fmt::Debug,
 ) {
-    let left = shared.lease().deadline.saturating_duration_since(now);
+    let lease = shared.lease();
+    let left = lease.deadline.saturating_duration_since(now);
     telemetry::renew_failed(&shared.labels);
-    tracing::warn!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
+    if lease.retry_at.is_none() {
+        // The first failure since the last renewal: retries follow every
+        // 50 ms or so until one succeeds or the lease ends, at debug level
+        // (the metric counts them all).
+        tracing::warn!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
+    } else {
+        tracing::debug!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed again; retrying");
+    }
     if left.is_zero() {
         client.watchdog().deregister(id);
         shared.mark_lost(LostReason::Unconfirmed);

@@ -49,3 +49,13 @@ pub use logs::LogCapture;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
+
+/// The guide's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide.md")]
+pub struct GuideDoctests;
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
