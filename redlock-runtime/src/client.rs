@@ -186,6 +186,14 @@ impl LockClient {
         }
     }
 
+    /// Where this client keeps its locks: `"redis"` (one Redis, with or
+    /// without replicas), `"redlock"` (a quorum of independent nodes) or
+    /// `"memory"` (this process). The same as the `backend` label of the
+    /// [metrics](crate::metrics).
+    pub fn backend_name(&self) -> &'static str {
+        crate::telemetry::backend_name(self.backend())
+    }
+
     /// The prefix added to every key in Redis. Defaults to `lock:`.
     pub fn key_prefix(&self) -> &str {
         &self.inner.settings.key_prefix

@@ -26,7 +26,6 @@ pub(crate) fn default_label(key: &str) -> &str {
     key.split(':').next().unwrap_or(key)
 }
 
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) fn backend_name(backend: &Backend) -> &'static str {
     match backend {
         Backend::Redis(_) => "redis",

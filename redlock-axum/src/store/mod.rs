@@ -46,11 +46,23 @@ impl fmt::Debug for IdempotencyStore {
 impl From<LockClient> for IdempotencyStore {
     /// On Redis, the client's pool (and its subscriber connection, which
     /// wakes duplicates waiting with `wait_for_result`); in memory, a store
-    /// in this process.
+    /// in this process. A Redlock client has no single Redis: its records
+    /// are kept in this process too, with a warning logged, so build the
+    /// layer from a single-Redis client or a `bb8-redis` pool instead.
     fn from(client: LockClient) -> Self {
         let backend = match client.pool() {
             Some(pool) => Backend::Redis(RedisStore::new(pool.clone(), Some(client.clone()))),
-            None => Backend::Memory(MemoryStore::default()),
+            None => {
+                if client.backend_name() == "redlock" {
+                    tracing::warn!(
+                        target: "redlock_axum",
+                        "a Redlock client has no single Redis to keep idempotency records in: \
+                         they are kept in this process's memory, which protects this instance \
+                         only; build the layer from a single-Redis LockClient or a bb8-redis pool"
+                    );
+                }
+                Backend::Memory(MemoryStore::default())
+            }
         };
         Self {
             inner: Arc::new(backend),
