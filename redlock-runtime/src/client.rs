@@ -194,6 +194,13 @@ impl LockClient {
         crate::telemetry::backend_name(self.backend())
     }
 
+    /// What this client talks to, safe to print: the Redis URL with its
+    /// password redacted ([`redact_url`](crate::redact_url)),
+    /// `redlock[url, url, ..]`, `bb8 pool` or `in-memory`.
+    pub fn target(&self) -> &str {
+        &self.settings().target
+    }
+
     /// The prefix added to every key in Redis. Defaults to `lock:`.
     pub fn key_prefix(&self) -> &str {
         &self.inner.settings.key_prefix

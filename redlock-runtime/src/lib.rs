@@ -179,7 +179,7 @@ pub use error::{ConfigError, LockError, LostReason, NodeFailure, Operation, Quor
 pub use guard::{LockGuard, Lost};
 pub use install::{install, installed};
 pub use scope::{CurrentLock, OnLost, current_lock};
-pub use util::MAX_KEY_LEN;
+pub use util::{MAX_KEY_LEN, redact_url};
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]

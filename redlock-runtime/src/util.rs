@@ -15,8 +15,17 @@ pub(crate) const MAX_PREFIX_LEN: usize = 256;
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Replaces the password of a Redis URL (`redis://user:secret@host`) and any
-/// `password=` query parameter with `***`, so the URL can be logged.
-pub(crate) fn redact_url(url: &str) -> String {
+/// `password=` query parameter with `***`, so the URL can be logged or
+/// printed. Every URL the crate shows (in `Debug`, errors and logs) went
+/// through this.
+///
+/// ```
+/// assert_eq!(
+///     redlock_runtime::redact_url("redis://app:hunter2@cache:6379/0"),
+///     "redis://app:***@cache:6379/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
     let mut out = match url.split_once("://") {
         Some((scheme, rest)) => {
             // The authority ends at the first '/', '?' or '#'.

@@ -79,7 +79,7 @@ async fn connect() -> Result<(Vec<LockClient>, String), Error> {
                         .await?,
                 );
             }
-            let shown = format!("Redis at {:?}", nodes[0]);
+            let shown = format!("Redis at {}", nodes[0].target());
             Ok((nodes, shown))
         }
         Err(_) => {

@@ -87,7 +87,10 @@ async fn clients() -> Result<(LockClient, LockClient)> {
             };
             let a = connect().await?;
             let b = connect().await?;
-            println!("manual_guard: using Redis at {}", redact(&url));
+            println!(
+                "manual_guard: using Redis at {}",
+                redlock_runtime::redact_url(&url)
+            );
             Ok((a, b))
         }
         Err(_) => {
@@ -198,17 +201,6 @@ async fn run() -> Result<()> {
 
     println!("\ndone in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// The URL with its password (if any) replaced by `***`, for printing.
-fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, host)) = rest.rsplit_once('@')
-        && let Some((user, _password)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    url.to_owned()
 }
 
 fn describe(attempt: Option<&LockGuard>) -> String {

@@ -322,7 +322,7 @@ impl Nodes {
             }
             println!("redlock_cluster: using the 3 nodes in REDIS_URLS");
             for (i, url) in urls.iter().enumerate() {
-                println!("   node {}: {}", i + 1, redact(url));
+                println!("   node {}: {}", i + 1, redlock_runtime::redact_url(url));
             }
             return Ok(Nodes {
                 urls,
@@ -438,15 +438,4 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
-}
-
-/// The URL with its password (if any) replaced by `***`, for printing.
-fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, host)) = rest.rsplit_once('@')
-        && let Some((user, _password)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    url.to_owned()
 }

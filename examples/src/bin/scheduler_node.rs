@@ -165,7 +165,7 @@ async fn run() -> Result<(), String> {
             println!(
                 "# node {node}: Redis at {}, period {} ms, job {JOB_KEY:?} (runs {} ms, held \
                  at least 250 ms), {ticks}",
-                redact(url),
+                redlock_runtime::redact_url(url),
                 config.period_ms,
                 WORK.as_millis()
             );
@@ -286,15 +286,4 @@ fn now_ms() -> Result<u64, String> {
         .duration_since(UNIX_EPOCH)
         .map_err(|_| "the system clock is set before 1970")?;
     u64::try_from(since.as_millis()).map_err(|_| "the system clock is out of range".to_owned())
-}
-
-/// The URL with its password (if any) replaced by `***`, for printing.
-fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, host)) = rest.rsplit_once('@')
-        && let Some((user, _password)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    url.to_owned()
 }
