@@ -5,5 +5,6 @@
 //! The binaries (`src/bin/*.rs`) are the examples; each says at its top how
 //! to run it.
 
+pub mod client;
 pub mod orders;
 pub mod prometheus;

@@ -8,58 +8,14 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
+use redlock_examples::client::{Reply, get, post_order};
 use redlock_tests::RedisServer;
 
-struct Reply {
-    status: StatusCode,
-    replayed: bool,
-    body: String,
-}
-
-async fn send(addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, String> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let response = sender.send_request(req).await.map_err(|e| e.to_string())?;
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok(Reply {
-        status: parts.status,
-        replayed: parts
-            .headers
-            .get("idempotent-replayed")
-            .is_some_and(|v| v == "true"),
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-fn get(addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
-    Request::get(format!("http://{addr}{path}"))
-        .header("host", addr.to_string())
-        .body(Full::new(Bytes::new()))
-        .expect("request")
-}
-
 async fn order(addr: SocketAddr, key: &str, body: &str) -> Reply {
-    let req = Request::post(format!("http://{addr}/orders"))
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .header("x-user", "ann")
-        .header("idempotency-key", key)
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .expect("request");
-    tokio::time::timeout(Duration::from_secs(10), send(addr, req))
+    post_order(addr, "ann", key, body)
         .await
-        .expect("an answer within 10 s")
-        .expect("POST /orders")
+        .expect("POST /orders answered")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +41,7 @@ async fn order_service_as_documented() {
     // Up when /healthz answers (bounded: 20 s).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(reply) = send(addr, get(addr, "/healthz")).await
+        if let Ok(reply) = get(addr, "/healthz").await
             && reply.status == StatusCode::OK
         {
             break;
@@ -132,9 +88,7 @@ async fn order_service_as_documented() {
     assert_eq!(other.status, StatusCode::OK, "{}", other.body);
     assert!(!other.replayed);
 
-    let metrics = send(addr, get(addr, "/metrics"))
-        .await
-        .expect("GET /metrics");
+    let metrics = get(addr, "/metrics").await.expect("GET /metrics");
     assert_eq!(metrics.status, StatusCode::OK);
     let has = |needle: &str| {
         assert!(

@@ -5,12 +5,16 @@
 //! The recorder is global, so each test uses its own `lock` labels (and the
 //! idempotency test runs alone in its own assertions on `outcome` deltas).
 
+mod axum_support;
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use redlock_runtime::{LockClient, LockError, LostReason, distributed_lock};
 use redlock_tests::RedisServer;
+
+use axum_support::{post_ok, serve};
 
 fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -268,30 +272,12 @@ async fn idempotency_outcomes() {
             }),
         )
         .layer(IdempotencyLayer::new(locks).global_scope().required());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = serve(app).await;
+    let addr = server.addr;
 
     let outcome = |o: &str| value("redlock_idempotency_requests_total", &[("outcome", o)]);
     let post = |key: Option<&'static str>, body: &'static str| async move {
-        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .expect("handshake");
-        tokio::spawn(conn);
-        let mut req = http::Request::post(format!("http://{addr}/orders"))
-            .header("host", addr.to_string())
-            .header("content-type", "text/plain");
-        if let Some(key) = key {
-            req = req.header("idempotency-key", key);
-        }
-        let req = req
-            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-            .expect("request");
-        sender.send_request(req).await.expect("response").status()
+        post_ok(addr, "/orders", key, body).await.status
     };
 
     assert_eq!(post(Some("\"k1\""), "a").await, StatusCode::CREATED);
@@ -328,7 +314,7 @@ async fn idempotency_outcomes() {
         StatusCode::SERVICE_UNAVAILABLE
     );
     assert_eq!(outcome("store_error"), 1.0);
-    server.abort();
+    drop(server);
 
     // Help texts are there.
     assert!(

@@ -22,20 +22,15 @@
 //! nodes share one client, as threads of one process would). The demo
 //! checks what it shows and exits with 1 if anything did not hold.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
+use redlock_examples::client::{Error, Reply, get, post_order};
 use redlock_examples::orders::{OrderStore, Orders, Placed, app};
 use redlock_runtime::{LockClient, distributed_lock};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() {
@@ -197,7 +192,10 @@ async fn double_submit(locks: &LockClient) -> Result<bool, Error> {
          POST /orders  Idempotency-Key: {key}  {body}"
     );
 
-    let (one, two) = tokio::join!(post(addr, &key, body), post(addr, &key, body));
+    let (one, two) = tokio::join!(
+        post_order(addr, "ann", &key, body),
+        post_order(addr, "ann", &key, body)
+    );
     let (one, two) = (one?, two?);
     let (created, conflict) = if one.status == StatusCode::CREATED {
         (one, two)
@@ -205,17 +203,17 @@ async fn double_submit(locks: &LockClient) -> Result<bool, Error> {
         (two, one)
     };
     println!("   twice at once:");
-    created.print();
-    conflict.print();
+    print(&created);
+    print(&conflict);
     let mut ok = check(
         created.status == StatusCode::CREATED
             && conflict.status == StatusCode::CONFLICT
             && conflict.body.contains("being processed"),
         "one 201 and one 409 \"processing\"",
     );
-    let again = post(addr, &key, body).await?;
+    let again = post_order(addr, "ann", &key, body).await?;
     println!("   once more, later:");
-    again.print();
+    print(&again);
     ok &= check(
         again.status == StatusCode::CREATED && again.replayed && again.body == created.body,
         "the first response replayed (Idempotent-Replayed: true, same body)",
@@ -233,77 +231,23 @@ async fn double_submit(locks: &LockClient) -> Result<bool, Error> {
     Ok(ok)
 }
 
-/// A response, read whole.
-struct Reply {
-    status: StatusCode,
-    replayed: bool,
-    retry_after: Option<String>,
-    body: String,
-}
-
-impl Reply {
-    fn print(&self) {
-        let mut extra = String::new();
-        if self.replayed {
-            extra.push_str("  Idempotent-Replayed: true");
-        }
-        if let Some(retry) = &self.retry_after {
-            extra.push_str(&format!("  Retry-After: {retry}"));
-        }
-        let body: String = match serde_json::from_str::<serde_json::Value>(&self.body) {
-            // A problem body: its title says what happened.
-            Ok(v) if v.get("title").is_some() => {
-                format!("\"{}\"", v["title"].as_str().unwrap_or_default())
-            }
-            _ => self.body.clone(),
-        };
-        println!("     {}{extra}  {body}", self.status);
+/// Prints a response: status, the idempotency headers, and the body (a
+/// problem body by its title).
+fn print(reply: &Reply) {
+    let mut extra = String::new();
+    if reply.replayed {
+        extra.push_str("  Idempotent-Replayed: true");
     }
-}
-
-async fn post(addr: SocketAddr, key: &str, body: &str) -> Result<Reply, Error> {
-    let req = Request::post(format!("http://{addr}/orders"))
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .header("x-user", "ann")
-        .header("idempotency-key", key)
-        .body(Full::new(Bytes::from(body.to_owned())))?;
-    send(addr, req).await
-}
-
-async fn get(addr: SocketAddr, path: &str) -> Result<Reply, Error> {
-    let req = Request::get(format!("http://{addr}{path}"))
-        .header("host", addr.to_string())
-        .body(Full::new(Bytes::new()))?;
-    send(addr, req).await
-}
-
-async fn send(addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, Error> {
-    let call = async {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        let response = sender.send_request(req).await?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
-        let header = |name: &str| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        Ok::<_, Error>(Reply {
-            status: parts.status,
-            replayed: header("idempotent-replayed").as_deref() == Some("true"),
-            retry_after: header("retry-after"),
-            body: String::from_utf8_lossy(&body).into_owned(),
-        })
+    if let Some(retry) = &reply.retry_after {
+        extra.push_str(&format!("  Retry-After: {retry}"));
+    }
+    let body: String = match serde_json::from_str::<serde_json::Value>(&reply.body) {
+        Ok(v) if v.get("title").is_some() => {
+            format!("\"{}\"", v["title"].as_str().unwrap_or_default())
+        }
+        _ => reply.body.clone(),
     };
-    tokio::time::timeout(Duration::from_secs(10), call)
-        .await
-        .map_err(|_| "no answer within 10 s")?
+    println!("     {}{extra}  {body}", reply.status);
 }
 
 /// Who ran each tick of the report job.
