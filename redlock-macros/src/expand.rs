@@ -1,5 +1,6 @@
 //! The rewrite: the user's `async fn`, with its body run inside
-//! `__private::run` (or `try_run`) holding the lock.
+//! `LockRequest::run` (or `try_run`) holding the lock; the request comes
+//! from `__private::request`.
 //!
 //! Generated code names only `<crate>::__private::…` (`::redlock_runtime`
 //! unless `crate = ".."` says otherwise) and `::core::…`.
@@ -289,6 +290,7 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     let client_var = Ident::new("__redlock_client", Span::mixed_site());
     let options_var = Ident::new("__redlock_options", Span::mixed_site());
     let value_var = Ident::new("__redlock_value", Span::mixed_site());
+    let request_var = Ident::new("__redlock_request", Span::mixed_site());
     let fake_var = Ident::new("__redlock_fake_return", Span::mixed_site());
 
     // The key, built before the body runs so the body may move its arguments.
@@ -387,7 +389,10 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     );
     let call = match args.on_busy {
         OnBusy::Error => quote! {
-            match #private::run(#client_var, #key_var, #options_var, #body).await {
+            match match #private::request(#client_var, #key_var, #options_var) {
+                ::core::result::Result::Ok(#request_var) => #private::LockRequest::run(#request_var, #body).await,
+                ::core::result::Result::Err(#error_var) => ::core::result::Result::Err(#error_var),
+            } {
                 ::core::result::Result::Ok(#value_var) => #value_var,
                 ::core::result::Result::Err(#error_var) => #from_error,
             }
@@ -407,7 +412,10 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
                 (skipped, after_error)
             };
             quote! {
-                match #private::try_run(#client_var, #key_var, #options_var, #body).await {
+                match match #private::request(#client_var, #key_var, #options_var) {
+                    ::core::result::Result::Ok(#request_var) => #private::LockRequest::try_run(#request_var, #body).await,
+                    ::core::result::Result::Err(#error_var) => ::core::result::Result::Err(#error_var),
+                } {
                     ::core::result::Result::Ok(::core::option::Option::Some(#value_var)) => #value_var,
                     ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
                     ::core::result::Result::Err(#error_var) => #on_error,

@@ -1,11 +1,13 @@
 //! [`LockClient`], its builder, and the [`LockRequest`] that acquires a lock.
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
+use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
@@ -18,7 +20,7 @@ use crate::error::{ConfigError, LockError, Operation};
 use crate::guard::{Hold, LockGuard, Taken};
 use crate::scope::{OnLost, Scope};
 use crate::telemetry::{self, AcquireEnd, Labels};
-use crate::util::{MAX_PREFIX_LEN, redact_url, validate_key, validate_ttl, validate_wait};
+use crate::util::{MAX_PREFIX_LEN, redact_url, scrub, validate_key, validate_ttl, validate_wait};
 use crate::wakeups::{Wakeups, Watch};
 use crate::watchdog::Watchdog;
 
@@ -702,21 +704,6 @@ fn open_pool(
     Ok((pool, last_error))
 }
 
-/// Removes anything of a URL that is not in its redacted form from `text`
-/// (the driver may quote the URL it failed to parse).
-fn scrub(text: &str, url: &str) -> String {
-    let redacted = redact_url(url);
-    let mut out = text.replace(url, &redacted);
-    if let Some((_, rest)) = url.split_once("://")
-        && let Some((userinfo, _)) = rest.rsplit_once('@')
-        && let Some((_, password)) = userinfo.split_once(':')
-        && !password.is_empty()
-    {
-        out = out.replace(password, "***");
-    }
-    out
-}
-
 /// A request for one lock, made by [`LockClient::lock`]: set the lease and
 /// the wait, then acquire.
 #[must_use = "a lock request does nothing until `.acquire()` or `.try_acquire()` is awaited"]
@@ -826,6 +813,14 @@ impl LockRequest {
     ///   task: another task, or another client, waits as usual, and a task
     ///   started with `tokio::spawn` inside the scope is another owner (it
     ///   would wait for the lock its parent holds).
+    ///   Re-entries take turns: two re-entries running at once in the same
+    ///   task (`tokio::join!(a(), b())` where both lock K) never run their
+    ///   bodies together; the second waits for the first as another owner
+    ///   would, up to its own `wait` (with no wait it fails at once with
+    ///   [`LockError::Busy`]). A reentrant guard from
+    ///   [`acquire`](Self::acquire) holds its turn until it is released or
+    ///   dropped. Re-entering a lock that was lost, or whose lease ran out,
+    ///   fails with [`LockError::Lost`].
     /// - **Loss**: with [`OnLost::Cancel`] (the default), when the lock is
     ///   lost the body's future is dropped at its current `.await` and `run`
     ///   returns [`LockError::Lost`]; with [`OnLost::Signal`] the body runs
@@ -857,14 +852,11 @@ impl LockRequest {
     /// was lost while the body ran (with `OnLost::Cancel`: the body was
     /// stopped, or it finished but the release found the lock gone, so its
     /// work may have overlapped with another holder's).
-    pub async fn run<F: Future>(self, body: F) -> Result<F::Output, LockError> {
-        let key = self.key.clone();
-        let wait = self.wait;
-        match self.run_scoped(body).await? {
-            Some(value) => Ok(value),
-            None if wait.is_zero() => Err(LockError::Busy { key }),
-            None => Err(LockError::WaitTimeout { key, waited: wait }),
-        }
+    pub fn run<F: Future>(self, body: F) -> impl Future<Output = Result<F::Output, LockError>> {
+        // Boxed at once: the future returned stays the same size however
+        // large the body is, so nested locked calls neither multiply in
+        // size nor copy bodies through the stack.
+        self.run_scoped(Box::pin(body))
     }
 
     /// Like [`run`](Self::run), but when another owner holds the lock (at
@@ -892,24 +884,45 @@ impl LockRequest {
     ///
     /// # Errors
     /// As [`run`](Self::run), less the busy cases.
-    pub async fn try_run<F: Future>(self, body: F) -> Result<Option<F::Output>, LockError> {
-        self.run_scoped(body).await
+    pub fn try_run<F: Future>(
+        self,
+        body: F,
+    ) -> impl Future<Output = Result<Option<F::Output>, LockError>> {
+        let scoped = self.run_scoped(Box::pin(body)); // boxed as in `run`
+        async move {
+            match scoped.await {
+                Ok(value) => Ok(Some(value)),
+                Err(e) if e.is_busy() => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
     }
 
-    /// `None` when busy.
-    async fn run_scoped<F: Future>(self, body: F) -> Result<Option<F::Output>, LockError> {
+    /// [`run`](Self::run): `Busy`/`WaitTimeout` when another owner kept the
+    /// lock.
+    async fn run_scoped<F: Future>(self, body: Pin<Box<F>>) -> Result<F::Output, LockError> {
+        let busy = |key: String, wait: Duration| {
+            tracing::debug!(target: "redlock", key = %key, "lock busy, body skipped");
+            if wait.is_zero() {
+                LockError::Busy { key }
+            } else {
+                LockError::WaitTimeout { key, waited: wait }
+            }
+        };
         if let Some(outer) = Scope::holding(&self.client, &self.key) {
+            let Some(turn) = self.reenter(&outer).await? else {
+                return Err(busy(self.key, self.wait));
+            };
             let scope = Scope::enter(Arc::clone(&outer.shared), outer.depth + 1);
-            return Ok(Some(Scope::run(scope, body).await));
+            let value = Scope::run(scope, body).await;
+            drop(turn);
+            return Ok(value);
         }
         let on_lost = self.on_lost;
-        let key = self.key.clone();
+        let (key, wait) = (self.key.clone(), self.wait);
         let guard = match self.acquire_outcome().await? {
             Outcome::Acquired(guard) => guard,
-            Outcome::Busy => {
-                tracing::debug!(target: "redlock", key = %key, "lock busy, body skipped");
-                return Ok(None);
-            }
+            Outcome::Busy => return Err(busy(key, wait)),
         };
         let scope = Scope::enter(Arc::clone(guard.shared()), 1);
         let body = Scope::run(scope, body).instrument(guard.span().clone());
@@ -929,13 +942,13 @@ impl LockRequest {
             OnLost::Signal => body.await,
         };
         match guard.release().await {
-            Ok(()) => Ok(Some(value)),
+            Ok(()) => Ok(value),
             Err(e) if e.is_lost() && on_lost == OnLost::Cancel => Err(e),
             Err(e) => {
                 // The body finished; the lease ends by itself. Signal mode
                 // left the decision to the body.
                 tracing::warn!(target: "redlock", key = %key, error = %e, "release after the body failed");
-                Ok(Some(value))
+                Ok(value)
             }
         }
     }
@@ -977,6 +990,20 @@ impl LockRequest {
             Outcome::Acquired(guard) => Some(guard),
             Outcome::Busy => None,
         })
+    }
+
+    /// A re-entry into the lock `outer` holds: refused with
+    /// [`LockError::Lost`] when that lock is lost, released or run out;
+    /// else this task's turn among concurrent re-entries of it, waiting up
+    /// to the request's wait (`None`: another re-entry kept it that long).
+    async fn reenter(&self, outer: &Scope) -> Result<Option<OwnedMutexGuard<()>>, LockError> {
+        if let Some(reason) = outer.shared.reentry_refused() {
+            return Err(LockError::Lost {
+                key: self.key.clone(),
+                reason,
+            });
+        }
+        Ok(outer.turn(self.wait).await)
     }
 
     /// One acquire, in its span and measured.
@@ -1027,9 +1054,12 @@ impl LockRequest {
             .into());
         }
         if let Some(outer) = Scope::holding(&self.client, &self.key) {
-            return Ok(Outcome::Acquired(LockGuard::reentrant(Arc::clone(
-                &outer.shared,
-            ))));
+            return Ok(match self.reenter(&outer).await? {
+                Some(turn) => {
+                    Outcome::Acquired(LockGuard::reentrant(Arc::clone(&outer.shared), turn))
+                }
+                None => Outcome::Busy,
+            });
         }
 
         let keys = Keys::new(&settings.key_prefix, self.key);

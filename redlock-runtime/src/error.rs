@@ -278,6 +278,10 @@ pub enum LostReason {
     Unconfirmed,
     /// The lease ran out and nothing renewed it (watchdog turned off).
     Expired,
+    /// The lock was released by its holder: a reentrant guard or a
+    /// [`CurrentLock`](crate::CurrentLock) that outlived its scope, or a
+    /// re-entry into it, no longer holds anything.
+    Released,
 }
 
 impl fmt::Display for LostReason {
@@ -286,6 +290,7 @@ impl fmt::Display for LostReason {
             Self::TokenGone => "the lock no longer holds this owner's token (the lease expired or the key was deleted)",
             Self::Unconfirmed => "renewal could not reach Redis before the lease ran out",
             Self::Expired => "the lease ran out without renewal (the watchdog was off)",
+            Self::Released => "the lock was already released by the scope that held it",
         })
     }
 }

@@ -3,11 +3,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
@@ -37,6 +38,10 @@ pub struct LockGuard {
     watch_id: Option<u64>,
     runtime: Option<tokio::runtime::Handle>,
     released: bool,
+    /// A reentrant guard's turn among the re-entries of its scope (see
+    /// [`LockRequest::run`](crate::LockRequest::run)): held until it is
+    /// released or dropped.
+    _turn: Option<OwnedMutexGuard<()>>,
 }
 
 /// What the guard and the watchdog share.
@@ -56,6 +61,10 @@ pub(crate) struct Shared {
     pub(crate) renewal_gate: Arc<tokio::sync::Mutex<()>>,
     lease: Mutex<Lease>,
     lost: watch::Sender<Option<LostReason>>,
+    /// Set once the owning guard released or dropped the lock: every view
+    /// of it (reentrant guards, [`CurrentLock`](crate::CurrentLock)) then
+    /// says it is not held.
+    ended: AtomicBool,
     /// The metrics' labels.
     pub(crate) labels: Labels,
     /// When the acquire returned (for the hold-time histogram).
@@ -156,9 +165,46 @@ impl Shared {
         *self.lost.borrow()
     }
 
-    /// Not known lost, and the lease last confirmed has not run out.
+    /// Not released, not known lost, and the lease last confirmed has not
+    /// run out.
     pub(crate) fn is_held(&self) -> bool {
-        self.lost_reason().is_none() && Instant::now() < self.lease().deadline
+        !self.ended.load(Ordering::Acquire)
+            && self.lost_reason().is_none()
+            && Instant::now() < self.lease().deadline
+    }
+
+    /// How long the lease is known to last from now (zero once not held).
+    pub(crate) fn remaining(&self) -> Duration {
+        if !self.is_held() {
+            return Duration::ZERO;
+        }
+        self.lease()
+            .deadline
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Marks the lock released by its owner (every view then says so).
+    fn set_ended(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Why a re-entry into this lock must fail, if it must: the lock was
+    /// lost, released, or its lease ran out.
+    pub(crate) fn reentry_refused(&self) -> Option<LostReason> {
+        if self.ended.load(Ordering::Acquire) {
+            return Some(LostReason::Released);
+        }
+        if let Some(reason) = self.lost_reason() {
+            return Some(reason);
+        }
+        if Instant::now() >= self.lease().deadline {
+            return Some(if self.renew {
+                LostReason::Unconfirmed
+            } else {
+                LostReason::Expired
+            });
+        }
+        None
     }
 
     pub(crate) fn lost_future(&self) -> Lost {
@@ -270,6 +316,7 @@ impl LockGuard {
                 retry_at: None,
             }),
             lost: watch::Sender::new(None),
+            ended: AtomicBool::new(false),
             labels,
             acquired_at: Instant::now(),
             span,
@@ -280,17 +327,20 @@ impl LockGuard {
             watch_id: Some(watch_id),
             runtime: tokio::runtime::Handle::try_current().ok(),
             released: false,
+            _turn: None,
         }
     }
 
     /// A guard for a lock that an enclosing `run` scope of this task holds:
-    /// releasing or dropping it leaves the lock to that scope.
-    pub(crate) fn reentrant(shared: Arc<Shared>) -> Self {
+    /// releasing or dropping it leaves the lock to that scope, and gives
+    /// `turn` back to the scope's other re-entries.
+    pub(crate) fn reentrant(shared: Arc<Shared>, turn: OwnedMutexGuard<()>) -> Self {
         Self {
             shared,
             watch_id: None,
             runtime: None,
             released: false,
+            _turn: Some(turn),
         }
     }
 
@@ -355,15 +405,13 @@ impl LockGuard {
         !self.released && self.shared.is_held()
     }
 
-    /// How long the lease is known to last from now (zero once lost or run out).
+    /// How long the lease is known to last from now (zero once released,
+    /// lost or run out).
     pub fn remaining(&self) -> Duration {
-        if self.shared.lost_reason().is_some() {
+        if self.released {
             return Duration::ZERO;
         }
-        self.shared
-            .lease()
-            .deadline
-            .saturating_duration_since(Instant::now())
+        self.shared.remaining()
     }
 
     /// A future that completes when the lock is known or presumed lost,
@@ -451,6 +499,7 @@ impl LockGuard {
         .instrument(span.clone())
         .await;
         self.released = true;
+        s.set_ended();
         telemetry::held(&s.labels, s.acquired_at.elapsed());
         let _entered = span.enter();
         match result {
@@ -487,6 +536,7 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
+        self.shared.set_ended();
         let shared = Arc::clone(&self.shared);
         telemetry::held(&shared.labels, shared.acquired_at.elapsed());
         let Some(runtime) = self.runtime.take() else {

@@ -8,8 +8,9 @@ use std::fmt::{self, Display, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::LockRequest;
 pub use crate::scope::OnLost;
-use crate::{ConfigError, LockClient, LockError, LockRequest};
+use crate::{ConfigError, LockClient, LockError};
 
 /// A lock key being built from the template's text and its arguments'
 /// `Display` output, percent-encoded (see the macro's docs).
@@ -146,7 +147,7 @@ pub struct Options {
     pub label: &'static str,
 }
 
-fn request(client: &LockClient, key: String, options: Options) -> LockRequest {
+fn build(client: &LockClient, key: String, options: Options) -> LockRequest {
     let mut request = client
         .lock(key)
         .wait(options.wait)
@@ -165,26 +166,18 @@ fn request(client: &LockClient, key: String, options: Options) -> LockRequest {
     request
 }
 
-/// `on_busy = "error"`: [`LockRequest::run`].
-pub async fn run<F: Future>(
+/// The request the attribute's function runs its body under, with
+/// [`LockRequest::run`] (`on_busy = "error"`) or [`LockRequest::try_run`]
+/// (`on_busy = "skip"`), awaited right in the function: both box the body
+/// at once, so the function's future holds a pointer, and a chain of
+/// annotated functions calling each other neither grows nor copies bodies
+/// through the stack.
+pub fn request(
     client: Result<LockClient, LockError>,
     key: String,
     options: Options,
-    body: F,
-) -> Result<F::Output, LockError> {
-    let client = client?;
-    request(&client, key, options).run(body).await
-}
-
-/// `on_busy = "skip"`: [`LockRequest::try_run`].
-pub async fn try_run<F: Future>(
-    client: Result<LockClient, LockError>,
-    key: String,
-    options: Options,
-    body: F,
-) -> Result<Option<F::Output>, LockError> {
-    let client = client?;
-    request(&client, key, options).try_run(body).await
+) -> Result<LockRequest, LockError> {
+    client.map(|client| build(&client, key, options))
 }
 
 /// A return type that can carry a lock failure.

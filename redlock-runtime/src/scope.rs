@@ -4,6 +4,9 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
 
 use crate::client::LockClient;
 use crate::guard::{Lost, Shared};
@@ -20,6 +23,9 @@ pub(crate) struct Scope {
     /// 1 for the scope that acquired the lock, +1 for each reentry.
     pub(crate) depth: usize,
     parent: Option<Arc<Scope>>,
+    /// One re-entry at a time: re-entries of this scope's lock running
+    /// concurrently in its task (`join!`) take turns, as other owners would.
+    turns: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Scope {
@@ -29,12 +35,26 @@ impl Scope {
             shared,
             depth,
             parent: SCOPE.try_with(Arc::clone).ok(),
+            turns: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 
+    /// Waits up to `wait` for this scope's lock to be free of other
+    /// re-entries of this task; `None` if another held it the whole wait.
+    pub(crate) async fn turn(&self, wait: Duration) -> Option<OwnedMutexGuard<()>> {
+        let turns = Arc::clone(&self.turns);
+        if wait.is_zero() {
+            return turns.try_lock_owned().ok();
+        }
+        tokio::time::timeout(wait, turns.lock_owned()).await.ok()
+    }
+
     /// Runs `fut` with `scope` as the task's innermost scope.
-    pub(crate) async fn run<F: Future>(scope: Arc<Scope>, fut: F) -> F::Output {
-        SCOPE.scope(scope, fut).await
+    pub(crate) fn run<F: Future>(
+        scope: Arc<Scope>,
+        fut: F,
+    ) -> tokio::task::futures::TaskLocalFuture<Arc<Scope>, F> {
+        SCOPE.scope(scope, fut)
     }
 
     /// The scope of this task holding `key` through `client`, if any.
@@ -119,6 +139,12 @@ impl CurrentLock {
     /// [`LockGuard::is_held`](crate::LockGuard::is_held)).
     pub fn is_held(&self) -> bool {
         self.shared.is_held()
+    }
+
+    /// How long the lease is known to last from now (zero once released,
+    /// lost or run out).
+    pub fn remaining(&self) -> std::time::Duration {
+        self.shared.remaining()
     }
 
     /// Completes when the lock is known or presumed lost (see

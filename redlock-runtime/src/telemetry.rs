@@ -129,6 +129,7 @@ pub(crate) fn lost(labels: &Labels, reason: LostReason) {
             LostReason::TokenGone => "token_gone",
             LostReason::Unconfirmed => "unconfirmed",
             LostReason::Expired => "expired",
+            LostReason::Released => "released",
         },
     );
 }

@@ -14,50 +14,147 @@ pub(crate) const MAX_PREFIX_LEN: usize = 256;
 /// signed 64-bit number, and a year is far beyond any sane lease.
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Replaces the password of a Redis URL (`redis://user:secret@host`) and any
-/// `password=` query parameter with `***`, so the URL can be logged or
-/// printed. Every URL the crate shows (in `Debug`, errors and logs) went
-/// through this.
+/// Replaces every credential in a Redis URL with `***`, so the URL can be
+/// logged or printed. Every URL the crate shows (in `Debug`, errors, logs and
+/// [`LockClient::target`](crate::LockClient::target)) went through this.
+///
+/// Redacted, for every form `redis` accepts and for malformed ones alike:
+/// - the password of the userinfo (`redis://user:secret@host`), found at
+///   the *last* `@`, so a password with a raw `@`, `/`, `?` or `#` is
+///   still hidden whole; a userinfo without `:` is hidden whole too
+///   (`redis://secret@host`);
+/// - the value of a credential query parameter (`pass=`, `password=`,
+///   `passwd=`, `pwd=`, `secret=`, `token=`, `auth=`, any case, also
+///   percent-encoded) and everything after it, as used by `redis+unix://`
+///   and `unix://` URLs (`?db=0&pass=secret`): a raw `&` or `#` inside such a
+///   value cannot leak its tail.
 ///
 /// ```
 /// assert_eq!(
 ///     redlock_runtime::redact_url("redis://app:hunter2@cache:6379/0"),
 ///     "redis://app:***@cache:6379/0"
 /// );
+/// assert_eq!(
+///     redlock_runtime::redact_url("redis+unix:///run/redis.sock?db=0&pass=hunter2"),
+///     "redis+unix:///run/redis.sock?db=0&pass=***"
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let mut out = match url.split_once("://") {
-        Some((scheme, rest)) => {
-            // The authority ends at the first '/', '?' or '#'.
-            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            let (authority, tail) = rest.split_at(end);
-            let authority = match authority.rfind('@') {
-                Some(at) => {
-                    let (userinfo, host) = authority.split_at(at);
-                    match userinfo.split_once(':') {
-                        Some((user, _password)) => format!("{user}:***{host}"),
-                        // `redis://secret@host` puts the password in the user part.
-                        None if !userinfo.is_empty() => format!("***{host}"),
-                        None => authority.to_owned(),
-                    }
-                }
-                None => authority.to_owned(),
-            };
-            format!("{scheme}://{authority}{tail}")
-        }
-        None => url.to_owned(),
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
     };
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => pair.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("&");
-        out = format!("{head}{query}");
+    // A query credential first: its value may hold any character,
+    // `@` included, so nothing after its `=` is looked at.
+    let (head, cut) = match credential_value_start(rest) {
+        Some(start) => (&rest[..start], true),
+        None => (rest, false),
+    };
+    let (userinfo, after) = match head.rfind('@') {
+        Some(at) => (Some(&head[..at]), &head[at + 1..]),
+        None => (None, head),
+    };
+    let mut out = String::with_capacity(url.len());
+    if let Some(scheme) = scheme {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    if let Some(userinfo) = userinfo {
+        match userinfo.split_once(':') {
+            // A user name is not secret; one with a character that ends the
+            // authority is not a user name: hide it with the rest.
+            Some((user, _)) if !user.contains(['/', '?', '#']) => {
+                out.push_str(user);
+                out.push_str(":***@");
+            }
+            _ => out.push_str("***@"),
+        }
+    }
+    out.push_str(after);
+    if cut {
+        out.push_str("***");
+    }
+    out
+}
+
+/// Query parameters whose value is a credential.
+const SECRET_PARAMS: [&str; 7] = [
+    "pass", "password", "passwd", "pwd", "secret", "token", "auth",
+];
+
+/// Where the value of the first credential query parameter starts: a
+/// `name=` after a `?`, `&` or `;` (with a `?` at or before it) whose name
+/// is one of [`SECRET_PARAMS`], in any case, percent-encoded or not.
+fn credential_value_start(s: &str) -> Option<usize> {
+    let first_q = s.find('?')?;
+    s.char_indices()
+        .filter(|&(i, c)| i >= first_q && matches!(c, '?' | '&' | ';'))
+        .find_map(|(i, _)| {
+            let tail = &s[i + 1..];
+            let eq = tail.find('=')?;
+            let name = &tail[..eq];
+            let is_secret = !name.contains(['?', '&', ';', '/', '@'])
+                && SECRET_PARAMS.contains(&percent_decode(name).to_ascii_lowercase().as_str());
+            is_secret.then_some(i + 1 + eq + 1)
+        })
+}
+
+/// Percent-decodes `s` (invalid escapes stay as they are).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'?'));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The credentials in `url` (raw and percent-decoded), as [`redact_url`]
+/// finds them: what [`scrub`] removes from messages that may quote them.
+fn secrets(url: &str) -> Vec<String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let mut found = Vec::new();
+    let head = match credential_value_start(rest) {
+        Some(start) => {
+            found.push(&rest[start..]);
+            &rest[..start]
+        }
+        None => rest,
+    };
+    if let Some(at) = head.rfind('@') {
+        let userinfo = &head[..at];
+        found.push(userinfo.split_once(':').map_or(userinfo, |(_, pw)| pw));
+    }
+    let mut out = Vec::new();
+    for secret in found.into_iter().filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(secret);
+        out.push(secret.to_owned());
+        if decoded != secret && !decoded.is_empty() {
+            out.push(decoded);
+        }
+    }
+    out
+}
+
+/// `text` (a driver's message about `url`) with every credential of `url`
+/// replaced by `***`, and the URL itself by its redacted form.
+pub(crate) fn scrub(text: &str, url: &str) -> String {
+    let mut out = text.replace(url, &redact_url(url));
+    for secret in secrets(url) {
+        out = out.replace(&secret, "***");
     }
     out
 }
@@ -143,21 +240,46 @@ mod tests {
         assert_eq!(redact_url("redis://:s3cret@host"), "redis://:***@host");
         assert_eq!(redact_url("rediss://s3cret@host"), "rediss://***@host");
         assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
+        assert_eq!(
+            redact_url("redis://:hunt#er2@10.0.0.1:6379"),
+            "redis://:***@10.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://u:p@ss/w?rd@host/1"),
+            "redis://u:***@host/1"
+        );
     }
 
     #[test]
-    fn redacts_password_in_query() {
+    fn redacts_credentials_in_the_query() {
         let r = redact_url("redis://host/?user=a&password=s3cret&protocol=resp3");
-        assert_eq!(r, "redis://host/?user=a&password=***&protocol=resp3");
-        assert!(!r.contains("s3cret"));
+        assert_eq!(r, "redis://host/?user=a&password=***");
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=0&pass=hunter2"),
+            "redis+unix:///run/redis.sock?db=0&pass=***"
+        );
+        assert_eq!(
+            redact_url("unix:///run/redis.sock?PaSs=a&b#c&db=1"),
+            "unix:///run/redis.sock?PaSs=***"
+        );
+        assert_eq!(
+            redact_url("unix:///s?%70ass=hunter2"),
+            "unix:///s?%70ass=***"
+        );
+        assert_eq!(redact_url("unix:///s?db=1"), "unix:///s?db=1");
     }
 
     #[test]
-    fn redacts_password_containing_at_and_slash_safely() {
-        // A password with '@' is percent-encoded in a valid URL; a raw one
-        // must still never leak the part before the last '@'.
-        let r = redact_url("redis://u:p@ss@host");
-        assert!(!r.contains("p@ss"), "{r}");
+    fn scrub_removes_raw_and_decoded_credentials() {
+        let url = "redis://u:p%40ss@host";
+        let text = format!("failed for {url}: bad password p@ss");
+        let clean = scrub(&text, url);
+        assert!(
+            !clean.contains("p@ss") && !clean.contains("p%40ss"),
+            "{clean}"
+        );
+        let url = "unix:///s?pass=hunter2";
+        assert!(!scrub("saw hunter2", url).contains("hunter2"));
     }
 
     #[test]
