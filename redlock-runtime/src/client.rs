@@ -11,12 +11,14 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use crate::backend::conn::{Lane, Source};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::quorum::{Node, QuorumBackend};
 use crate::backend::redis::{LastError, RedisBackend, Replicas};
 use crate::backend::{AcquireReply, Backend, Keys, OpError};
 use crate::backoff::{RetryPolicy, next_sleep};
 use crate::error::{ConfigError, LockError, Operation};
+use crate::giveback::PendingAcquire;
 use crate::guard::{Hold, LockGuard, Taken};
 use crate::scope::{OnLost, Scope};
 use crate::telemetry::{self, AcquireEnd, Labels};
@@ -70,6 +72,8 @@ pub(crate) struct Settings {
     pub(crate) default_ttl: Duration,
     pub(crate) command_timeout: Duration,
     pub(crate) retry: RetryPolicy,
+    /// How long a fencing counter outlives its key's last acquire.
+    pub(crate) fence_retention: Duration,
 }
 
 impl fmt::Debug for LockClient {
@@ -123,10 +127,12 @@ impl LockClient {
     /// The pool stays shareable: the client checks a connection out only to
     /// clone its multiplexed handle, and returns it at once.
     pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
+        let settings = Settings::defaults("bb8 pool".to_owned());
         let slots = usize::try_from(pool.config().max_size).unwrap_or(1);
+        let lane = Lane::new(Source::Shared(pool), slots, LastError::default());
         Self::with_backend(
-            Backend::Redis(RedisBackend::new(pool, slots, LastError::default())),
-            Settings::defaults("bb8 pool".to_owned()),
+            Backend::Redis(RedisBackend::new(lane, None, settings.fence_retention)),
+            settings,
             Wakeups::off(),
         )
     }
@@ -138,7 +144,7 @@ impl LockClient {
     /// services and for your own unit tests.
     pub fn in_memory() -> Self {
         Self::with_backend(
-            Backend::Memory(MemoryBackend::default()),
+            Backend::Memory(MemoryBackend::new(DEFAULT_FENCE_RETENTION)),
             Settings::defaults("in-memory".to_owned()),
             Wakeups::local(),
         )
@@ -272,6 +278,16 @@ impl LockClient {
                 op,
                 detail: failure.into_detail(),
             },
+            // Only a Redlock node answers this, and the quorum backend turns
+            // it into a node failure; kept whole should it ever surface.
+            OpError::Restarted { left } => LockError::Redis {
+                key,
+                op,
+                source: redis::RedisError::from(std::io::Error::other(format!(
+                    "the node started less than the restart delay ago; it grants again in \
+                     {left:?}"
+                ))),
+            },
         }
     }
 }
@@ -284,9 +300,13 @@ impl Settings {
             default_ttl: Duration::from_secs(30),
             command_timeout: Duration::from_millis(500),
             retry: RetryPolicy::default(),
+            fence_retention: DEFAULT_FENCE_RETENTION,
         }
     }
 }
+
+/// The default [`LockClientBuilder::fencing_retention`]: a day.
+const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// Settings for a [`LockClient`]; made by [`LockClient::builder`].
 ///
@@ -462,6 +482,18 @@ impl LockClientBuilder {
         self
     }
 
+    /// How long a key's fencing counter is kept after its last acquire.
+    /// Tokens never go back when a counter is gone (each is at least
+    /// Redis's clock in microseconds; see the crate docs, "Fencing
+    /// tokens"), so a counter need not live forever: a service that locks
+    /// per order id leaves no key behind this long after the last lock of
+    /// each. At least a second, and longer than the clock skew between
+    /// Redlock nodes. Defaults to a day.
+    pub fn fencing_retention(mut self, retention: Duration) -> Self {
+        self.settings.fence_retention = retention;
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -493,6 +525,16 @@ impl LockClientBuilder {
         if self.pool_size == 0 {
             return Err(ConfigError::ZeroPoolSize);
         }
+        let retention = self.settings.fence_retention;
+        if retention < Duration::from_secs(1) {
+            return Err(ConfigError::InvalidDuration {
+                name: "fencing_retention",
+                value: retention,
+                reason: "must be at least 1 s (and longer than the clock skew between Redlock \
+                         nodes)",
+            });
+        }
+        validate_ttl("fencing_retention", retention)?;
         if self.node_timeout < Duration::from_millis(1) {
             return Err(ConfigError::InvalidDuration {
                 name: "node_timeout",
@@ -541,7 +583,9 @@ impl LockClientBuilder {
                     OpError::Pool { .. } | OpError::Timeout(_) => {
                         format!("no answer within {connection_timeout:?}")
                     }
-                    OpError::Replicas { .. } | OpError::Quorum(_) => "no answer".to_owned(),
+                    OpError::Replicas { .. } | OpError::Quorum(_) | OpError::Restarted { .. } => {
+                        "no answer".to_owned()
+                    }
                 },
             })?;
         }
@@ -568,30 +612,50 @@ impl LockClientBuilder {
             Some((client, _)) => Wakeups::subscriber(client.clone()),
             None => Wakeups::off(),
         };
-        let (pool, last_error, slots) = match (self.pool, url) {
+        let slots = usize::try_from(self.pool_size).unwrap_or(1);
+        let (plain, waiting) = match (self.pool, url) {
             (Some(pool), _) => {
                 settings.target = "bb8 pool".to_owned();
                 let slots = usize::try_from(pool.config().max_size).unwrap_or(1);
-                (pool, LastError::default(), slots)
+                // WAIT blocks its connection: with replicas, keep a few of
+                // the user's pool's connections for it alone.
+                let waiting = self.replicas.map(|r| {
+                    let lane = Lane::new(
+                        Source::Exclusive(pool.clone()),
+                        slots.div_ceil(2),
+                        LastError::default(),
+                    );
+                    (lane, r)
+                });
+                let plain = Lane::new(Source::Shared(pool), slots, LastError::default());
+                (plain, waiting)
             }
             (None, Some((client, redacted))) => {
                 let (pool, last_error) =
                     open_pool(&client, &redacted, self.pool_size, self.connection_timeout)?;
+                let waiting = match self.replicas {
+                    Some(r) => {
+                        let (pool, last_error) =
+                            open_pool(&client, &redacted, self.pool_size, self.connection_timeout)?;
+                        Some((Lane::new(Source::Shared(pool), slots, last_error), r))
+                    }
+                    None => None,
+                };
                 settings.target = redacted;
-                let slots = usize::try_from(self.pool_size).unwrap_or(1);
-                (pool, last_error, slots)
+                (Lane::new(Source::Shared(pool), slots, last_error), waiting)
             }
             (None, None) => return Err(ConfigError::MissingRedis.into()),
         };
+        let backend = RedisBackend::new(plain, waiting, settings.fence_retention);
         Ok(LockClient::with_backend(
-            Backend::Redis(RedisBackend::new(pool, slots, last_error).with_replicas(self.replicas)),
+            Backend::Redis(backend),
             settings,
             wakeups,
         ))
     }
 
     fn build_redlock(self) -> Result<LockClient, LockError> {
-        let urls = self.redlock.unwrap_or_default();
+        let urls = self.redlock.clone().unwrap_or_default();
         let invalid = |reason: String| LockError::Config(ConfigError::InvalidNodes { reason });
         if self.url.is_some() || self.pool.is_some() {
             return Err(invalid(
@@ -618,11 +682,8 @@ impl LockClientBuilder {
                 )));
             }
             seen.push(address);
-            let (pool, last_error) =
-                open_pool(&client, &redacted, self.pool_size, self.connection_timeout)?;
-            let slots = usize::try_from(self.pool_size).unwrap_or(1);
             nodes.push(Node {
-                backend: RedisBackend::new(pool, slots, last_error).with_replicas(self.replicas),
+                backend: self.node_backend(&client, &redacted)?,
                 name: redacted,
             });
         }
@@ -635,17 +696,45 @@ impl LockClientBuilder {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let backend = QuorumBackend::new(
-            nodes,
-            self.node_timeout,
-            self.restart_delay,
-            &settings.key_prefix,
-        );
+        let backend = QuorumBackend::new(nodes, self.node_timeout);
         Ok(LockClient::with_backend(
             Backend::Quorum(backend),
             settings,
             Wakeups::off(),
         ))
+    }
+
+    /// One Redlock node: its lanes (learning the node's start time when a
+    /// restart delay applies) and settings.
+    fn node_backend(
+        &self,
+        client: &redis::Client,
+        redacted: &str,
+    ) -> Result<RedisBackend, ConfigError> {
+        let slots = usize::try_from(self.pool_size).unwrap_or(1);
+        let lane = |pool, last_error| {
+            let lane = Lane::new(Source::Shared(pool), slots, last_error);
+            if self.restart_delay.is_some() {
+                lane.learning_boot_time()
+            } else {
+                lane
+            }
+        };
+        let (pool, last_error) =
+            open_pool(client, redacted, self.pool_size, self.connection_timeout)?;
+        let plain = lane(pool, last_error);
+        let waiting = match self.replicas {
+            Some(r) => {
+                let (pool, last_error) =
+                    open_pool(client, redacted, self.pool_size, self.connection_timeout)?;
+                Some((lane(pool, last_error), r))
+            }
+            None => None,
+        };
+        Ok(
+            RedisBackend::new(plain, waiting, self.settings.fence_retention)
+                .with_restart_delay(self.restart_delay),
+        )
     }
 
     /// Builds a client that keeps locks in memory (see
@@ -659,7 +748,7 @@ impl LockClientBuilder {
         let mut settings = self.settings;
         settings.target = "in-memory".to_owned();
         Ok(LockClient::with_backend(
-            Backend::Memory(MemoryBackend::default()),
+            Backend::Memory(MemoryBackend::new(settings.fence_retention)),
             settings,
             Wakeups::local(),
         ))
@@ -1067,15 +1156,15 @@ impl LockRequest {
         let started = Instant::now();
         let deadline = started + self.wait;
         let mut retries = 0u32;
-        // Set once an attempt may have taken the lock without our hearing of it.
-        let mut maybe_taken = false;
+        // Gives back, when this future ends without a guard (gave up, failed
+        // or was dropped at any await), what an attempt may have taken: the
+        // lock, or a place in the fair line.
+        let mut pending =
+            PendingAcquire::new(self.client.clone(), keys.clone(), token.clone(), self.fair);
 
         // Set after the first busy answer: wakes this waiter when the key is
         // released (push), while backoff keeps polling as the fallback.
         let mut watch: Option<Watch> = None;
-        // Fair mode: our place in the line, given up when this future ends
-        // without the lock (gave up, failed or was dropped).
-        let mut seat: Option<Seat> = None;
         let presence = settings.retry.max() * 3 + settings.command_timeout;
         let last = loop {
             let mut woken = watch
@@ -1096,13 +1185,8 @@ impl LockRequest {
             };
             let sent = Instant::now();
             let want_time = self.hold_at_least.is_some();
+            pending.sending(sent, ttl.max(if self.fair { presence } else { ttl }));
             let attempt = if self.fair {
-                seat.get_or_insert_with(|| Seat {
-                    client: self.client.clone(),
-                    keys: keys.clone(),
-                    token: token.clone(),
-                    armed: true,
-                });
                 self.client
                     .backend()
                     .acquire_fair(&keys, &token, ttl, presence, want_time, limit)
@@ -1115,9 +1199,7 @@ impl LockRequest {
             };
             let (result, pttl) = match attempt {
                 Ok(AcquireReply::Acquired { fence, at_ms }) => {
-                    if let Some(seat) = seat.as_mut() {
-                        seat.armed = false; // the acquire took us out of the line
-                    }
+                    pending.took();
                     tracing::debug!(
                         target: "redlock",
                         key = %keys.user,
@@ -1144,9 +1226,12 @@ impl LockRequest {
                         },
                     )));
                 }
-                Ok(AcquireReply::Busy { pttl }) => (Ok(()), pttl),
+                Ok(AcquireReply::Busy { pttl }) => {
+                    pending.answered(false);
+                    (Ok(()), pttl)
+                }
                 Err(e) => {
-                    maybe_taken |= e.outcome_unknown();
+                    pending.answered(e.outcome_unknown());
                     if !e.is_transient() {
                         break Err(e);
                     }
@@ -1191,20 +1276,11 @@ impl LockRequest {
                 None => tokio::time::sleep(sleep).await,
             }
         };
-
-        let user_key = keys.user.clone();
-        if maybe_taken {
-            // An attempt whose answer was lost may hold the lock under our
-            // token: give it back rather than let it block others for a ttl.
-            let client = self.client.clone();
-            let limit = settings.command_timeout;
-            tokio::spawn(async move {
-                let _ = client.backend().release(&keys, &token, limit).await;
-            });
-        }
+        // Dropped here: anything an attempt may hold is given back.
+        drop(pending);
         match last {
             Ok(()) => Ok(Outcome::Busy),
-            Err(e) => Err(LockClient::op_error(&user_key, Operation::Acquire, e)),
+            Err(e) => Err(LockClient::op_error(&keys.user, Operation::Acquire, e)),
         }
     }
 }
@@ -1212,40 +1288,4 @@ impl LockRequest {
 enum Outcome {
     Acquired(LockGuard),
     Busy,
-}
-
-/// A fair waiter's place in the line: dropped while armed (the acquire gave
-/// up, failed or was cancelled), it leaves the line so it blocks no one.
-struct Seat {
-    client: LockClient,
-    keys: Keys,
-    token: String,
-    armed: bool,
-}
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // the place runs out with its presence
-        };
-        let client = self.client.clone();
-        let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
-        let token = std::mem::take(&mut self.token);
-        runtime.spawn(async move {
-            let limit = client.settings().command_timeout;
-            match client.backend().leave_queue(&keys, &token, limit).await {
-                Ok(next) => {
-                    if next.is_some() {
-                        client.wakeups().released_locally(&keys.lock, next.as_deref());
-                    }
-                }
-                Err(error) => {
-                    tracing::debug!(target: "redlock", key = %keys.user, ?error, "leaving the fair queue failed; the place runs out by itself")
-                }
-            }
-        });
-    }
 }

@@ -15,6 +15,7 @@ use tracing::{Instrument as _, Span};
 use crate::backend::{HoldRelease, Keys, OpError};
 use crate::client::LockClient;
 use crate::error::{LockError, LostReason, Operation};
+use crate::giveback::retry_until;
 use crate::telemetry::{self, How, Labels};
 use crate::util::validate_ttl;
 
@@ -548,16 +549,19 @@ impl Drop for LockGuard {
         let span = telemetry::release_span(&shared.span, &shared.keys.user, shared.fence);
         let release = async move {
             let _gate = shared.renewal_gate.lock().await;
-            match shared.end().await {
-                Ok(true) => {
+            // Retried (the command was slow, the connection died) until the
+            // lease would have ended anyway.
+            let until = shared.lease().deadline;
+            match retry_until(&shared.client, &shared.keys.user, until, |_| shared.end()).await {
+                Some(true) => {
                     telemetry::released(&shared.labels, How::Drop);
                     tracing::debug!(target: "redlock", key = %shared.keys.user, "lock released on drop")
                 }
-                Ok(false) => {
+                Some(false) => {
                     tracing::debug!(target: "redlock", key = %shared.keys.user, "lock dropped after it was lost")
                 }
-                Err(e) => {
-                    tracing::warn!(target: "redlock", key = %shared.keys.user, error = ?e, "release on drop failed; the lease will run out by itself")
+                None => {
+                    tracing::warn!(target: "redlock", key = %shared.keys.user, "release on drop failed until the lease ended; it ran out by itself")
                 }
             }
         };

@@ -162,6 +162,7 @@ mod backoff;
 mod channel;
 mod client;
 mod error;
+mod giveback;
 mod guard;
 mod install;
 pub mod metrics;

@@ -4,52 +4,75 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Takes the lock and bumps the fencing counter in one step.
+/// Lua: the next fencing token of the counter `key`, given `t` (the reply
+/// of `TIME`): the larger of the counter + 1 and Redis's clock in
+/// microseconds, stored back with an expiry of `retention` ms.
 ///
-/// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]` ttl
-/// (ms), `ARGV[3]` `1` to also return Redis's clock (ms).
+/// The clock floor is what keeps tokens increasing when the counter is
+/// gone (it expired, the node restarted without persistence) or older than
+/// the tokens issued from it (restored from a snapshot): a counter
+/// starting over starts above every token issued before, as long as the
+/// clock did not step back by more than the time since (see the crate
+/// docs, "Fencing tokens"). Numbers stay exact: microseconds since 1970 are
+/// about 2^51, below Lua's 2^53, and `%.0f` writes them without exponent.
+pub(crate) const NEXT_FENCE: &str = r"
+local function next_fence(key, retention, t)
+  local n = tonumber(redis.call('GET', key) or '0') + 1
+  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if now_us > n then n = now_us end
+  redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
+  return n
+end
+";
+
+/// Takes the lock and issues its fencing token in one step.
+///
+/// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
+/// ttl (ms), `ARGV[3]` the counter's retention (ms), `ARGV[4]` `1` to also
+/// return Redis's clock (ms), `ARGV[5]` the time (ms, on Redis's clock)
+/// before which this node grants nothing (`0`: none; a restart delay).
 /// Returns `{1, fence}` (or `{1, fence, now_ms}`) when the lock is ours,
-/// `{0, pttl}` when another owner holds it. When the lock already holds
-/// `ARGV[1]` (an earlier attempt of this same acquire got through but its
-/// answer was lost) the lease is reset and the fence of that attempt
-/// returned, so a retried acquire never locks itself out.
+/// `{0, pttl}` when another owner holds it, `{-4, ms left}` before
+/// `ARGV[5]`. When the lock already holds `ARGV[1]` (an earlier attempt of
+/// this same acquire got through but its answer was lost) the lease is
+/// reset and the fence of that attempt returned, so a retried acquire never
+/// locks itself out.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{TAKE}
-if ARGV[3] == '1' then
-  local t = redis.call('TIME')
-  return {{1, fence, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}}
-end
-return {{1, fence}}
-"
-    ))
-});
-
-/// The core of both acquire scripts: takes the lock (or finds it already
-/// ours) and sets `fence`, or returns `{0, pttl}`. `KEYS[1]` lock,
-/// `KEYS[2]` fence; `ARGV[1]` token, `ARGV[2]` ttl (ms).
-const TAKE: &str = r"
+        "{NEXT_FENCE}{}",
+        r"
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local not_before = tonumber(ARGV[5])
+if not_before > now_ms then return {-4, not_before - now_ms} end
 local fence
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  fence = redis.call('INCR', KEYS[2])
+  fence = next_fence(KEYS[2], ARGV[3], t)
 elseif redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   fence = tonumber(redis.call('GET', KEYS[2]) or '0')
 else
   return {0, redis.call('PTTL', KEYS[1])}
 end
-";
+if ARGV[4] == '1' then return {1, fence, now_ms} end
+return {1, fence}
+"
+    ))
+});
 
 /// Resets the lease if the token still holds the lock.
 ///
-/// `KEYS[1]` lock; `ARGV[1]` token, `ARGV[2]` ttl (ms). Returns 1 or 0.
+/// `KEYS[1]` lock; `ARGV[1]` token, `ARGV[2]` ttl (ms), `ARGV[3]` `1` for
+/// a watchdog renewal, which never shortens the lease: a manual extend
+/// sent on another connection may have landed first with a longer one.
+/// Returns 1 or 0.
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[3] == '1' and redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
 ",
     )
 });
@@ -123,14 +146,15 @@ end
 /// `KEYS` lock, fence, queue (list of waiter tokens), waiters (zset: token
 /// -> presence deadline, ms on Redis's clock); `ARGV[1]` token, `ARGV[2]`
 /// ttl (ms), `ARGV[3]` presence (ms): how long this waiter keeps its place
-/// without asking again, `ARGV[4]` `1` to return Redis's clock.
+/// without asking again, `ARGV[4]` `1` to return Redis's clock, `ARGV[5]`
+/// the fencing counter's retention (ms).
 /// Returns as [`ACQUIRE`] (with pttl -3: free, but another waiter is first).
 ///
 /// The hand-off path (the lock is free and the caller is first in line, or
 /// no one waits) reads no clock and purges nothing.
 pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{FAIR_PRELUDE}{}",
+        "{FAIR_PRELUDE}{NEXT_FENCE}{}",
         r"
 local holder = redis.call('GET', KEYS[1])
 local fence
@@ -169,7 +193,7 @@ else
     end
   end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  fence = redis.call('INCR', KEYS[2])
+  fence = next_fence(KEYS[2], ARGV[5], redis.call('TIME'))
 end
 if ARGV[4] == '1' then return {1, fence, clock()} end
 return {1, fence}
@@ -217,45 +241,18 @@ return 1
 /// counter to at least the token the client chose (the largest counter it
 /// saw on a majority), so any later majority sees a larger one.
 ///
-/// `KEYS[1]` fencing counter; `ARGV[1]` the token. Returns the counter.
+/// `KEYS[1]` fencing counter; `ARGV[1]` the token, `ARGV[2]` the counter's
+/// retention (ms). Returns the counter.
 pub(crate) static MAX_ASSIGN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local wanted = tonumber(ARGV[1])
 if wanted > current then
-  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return wanted
 end
 return current
 ",
     )
-});
-
-/// Redlock with a restart delay: [`ACQUIRE`], but a node that lost its data
-/// (its epoch key is gone: it restarted empty, or is new) takes no lock
-/// until the delay has passed on its own clock, so it cannot help a second
-/// owner to a quorum while the first still holds the lock elsewhere.
-///
-/// `KEYS[1]` lock, `KEYS[2]` fence, `KEYS[3]` the node's epoch key;
-/// `ARGV[1]` token, `ARGV[2]` ttl (ms), `ARGV[3]` delay (ms). Returns
-/// `{1, fence}`, `{0, pttl}`, or `{-4, ms left of the delay}`.
-pub(crate) static ACQUIRE_AFTER_EPOCH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local born = tonumber(redis.call('GET', KEYS[3]) or '-1')
-if born < 0 then
-  redis.call('SET', KEYS[3], now)
-  born = now
-end
-local left = born + tonumber(ARGV[3]) - now
-if left > 0 then
-  return {{-4, left}}
-end
-{TAKE}
-return {{1, fence}}
-"
-    ))
 });

@@ -47,7 +47,7 @@ mod redis_server;
 pub use holder::LockHolder;
 pub use logs::LogCapture;
 pub use proxy::FaultProxy;
-pub use raw::{key_exists, raw_connection};
+pub use raw::{key_exists, raw_connection, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
 
 /// The guide's code blocks, compiled and run as doctests.

@@ -24,3 +24,37 @@ pub async fn key_exists(url: impl AsRef<str>, key: &str) -> bool {
     let mut conn = raw_connection(url).await;
     conn.exists(key).await.expect("EXISTS")
 }
+
+/// Starts a replica of `primary` and returns once the primary counts it:
+/// a write followed by `WAIT 1` is acknowledged.
+///
+/// # Panics
+/// When the replica does not acknowledge a write within 10 s.
+pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
+    let replica = crate::RedisServer::start_with_args(&[
+        "--replicaof",
+        "127.0.0.1",
+        &primary.port().to_string(),
+    ])
+    .await;
+    let mut conn = raw_connection(primary.url()).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let _: () = conn.set("replica-sync-probe", 1).await.expect("SET");
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(100)
+            .query_async(&mut conn)
+            .await
+            .expect("WAIT");
+        if acked == 1 {
+            let _: () = conn.del("replica-sync-probe").await.expect("DEL");
+            return replica;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the replica on port {} never acknowledged a write",
+            replica.port()
+        );
+    }
+}

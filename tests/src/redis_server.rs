@@ -281,6 +281,25 @@ impl RedisServer {
     pub async fn restart(&mut self) {
         self.kill().await;
         clear_data_files(self.dir.path());
+        self.start_again().await;
+    }
+
+    /// Kills the server (SIGKILL: no shutdown save) and starts it again on
+    /// the same port from the data files in its directory: the RDB snapshot
+    /// written by the last `SAVE`/`BGSAVE`, or the AOF of a server started
+    /// with `--appendonly yes`. So the data comes back as of that snapshot
+    /// (a rollback), or whole (AOF with `--appendfsync always`).
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::restart`].
+    pub async fn restart_keeping_data(&mut self) {
+        self.kill().await;
+        self.start_again().await;
+    }
+
+    /// Starts the (killed) server again on its port, with its arguments.
+    async fn start_again(&mut self) {
         let deadline = Instant::now() + RESTART_BIND_WINDOW;
         loop {
             let mut child = spawn(&self.binary, self.port, self.dir.path(), &self.extra_args);

@@ -17,7 +17,7 @@ async fn spans_carry_the_key_and_the_fencing_token() {
     let redis = RedisServer::start().await;
     let locks = LockClient::connect(redis.url()).await.expect("connect");
 
-    // Two acquisitions, so the token is not trivially 1.
+    // Two acquisitions: the spans carry the second one's token.
     locks
         .lock("invoice:7")
         .acquire()
@@ -26,11 +26,16 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .release()
         .await
         .expect("release");
-    locks
+    let token = locks
         .lock("invoice:7")
-        .run(async { tracing::info!("writing the invoice") })
+        .run(async {
+            tracing::info!("writing the invoice");
+            redlock_runtime::current_lock().map(|held| held.fencing_token())
+        })
         .await
-        .expect("run");
+        .expect("run")
+        .expect("inside the scope");
+    let hold = format!("redlock.hold{{key=invoice:7 fencing_token={token}}}");
     let text = logs.text();
     let line = |needle: &str| {
         text.lines()
@@ -40,10 +45,7 @@ async fn spans_carry_the_key_and_the_fencing_token() {
     };
     // The body's own event, inside the hold span.
     let body = line("writing the invoice");
-    assert!(
-        body.contains("redlock.hold{key=invoice:7 fencing_token=2}"),
-        "{body}"
-    );
+    assert!(body.contains(&hold), "{body}");
     // The acquire's events, inside the acquire span.
     let acquired = line("lock acquired");
     assert!(
@@ -57,9 +59,9 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .nth(1)
         .unwrap_or_else(|| panic!("two releases in:\n{text}"));
     assert!(
-        released.contains(
-            "redlock.hold{key=invoice:7 fencing_token=2}:redlock.release{key=invoice:7 fencing_token=2}"
-        ),
+        released.contains(&format!(
+            "{hold}:redlock.release{{key=invoice:7 fencing_token={token}}}"
+        )),
         "{released}"
     );
 
@@ -71,6 +73,10 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .acquire()
         .await
         .expect("acquire");
+    let hold = format!(
+        "redlock.hold{{key=invoice:8 fencing_token={}}}",
+        guard.fencing_token()
+    );
     async { tracing::info!("working under the guard") }
         .instrument(guard.span().clone())
         .await;
@@ -81,18 +87,12 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .lines()
         .find(|l| l.contains("working under the guard"))
         .expect("the work's event");
-    assert!(
-        work.contains("redlock.hold{key=invoice:8 fencing_token=1}"),
-        "{work}"
-    );
+    assert!(work.contains(&hold), "{work}");
     let lost = text
         .lines()
         .find(|l| l.contains("lock lost"))
         .expect("the loss is logged");
-    assert!(
-        lost.contains("WARN") && lost.contains("redlock.hold{key=invoice:8 fencing_token=1}"),
-        "{lost}"
-    );
+    assert!(lost.contains("WARN") && lost.contains(&hold), "{lost}");
 }
 
 #[tokio::test(flavor = "current_thread")]

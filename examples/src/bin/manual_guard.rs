@@ -23,8 +23,9 @@
 //! It finishes in under a second, exits 0, and prints the following
 //! (in-memory). On Redis the first line is `manual_guard: using Redis at
 //! redis://127.0.0.1:6379` (a password shown as `***`), and the fencing
-//! tokens go on counting up from one run to the next: Redis keeps a key's
-//! fencing counter forever.
+//! tokens go on increasing from one run to the next: on Redis each is at
+//! least Redis's clock in microseconds (`1795377063170903`), so they are
+//! large and not consecutive, and never go back, even after a restart.
 //!
 //! ```text
 //! manual_guard: using the in-memory backend (REDIS_URL is not set; set REDIS_URL=redis://host:port to use Redis)

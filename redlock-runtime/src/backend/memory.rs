@@ -37,12 +37,30 @@ impl Line {
     }
 }
 
+/// A fencing counter and when it may be forgotten.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    value: u64,
+    keep_until: Instant,
+}
+
 impl State {
     /// Gives the lock to `token` until `expires`; its new fencing token.
-    fn take(&mut self, keys: &Keys, token: &str, expires: Instant) -> u64 {
-        let fence = self.fences.entry(keys.fence.clone()).or_insert(0);
-        *fence += 1;
-        let fence = *fence;
+    fn take(&mut self, keys: &Keys, token: &str, expires: Instant, retention: Duration) -> u64 {
+        let now = Instant::now();
+        let current = match self.fences.get(&keys.fence) {
+            Some(f) if f.keep_until > now => f.value,
+            // Forgotten (or due to be): tokens go on above every one swept.
+            _ => 0,
+        };
+        let fence = current.max(self.forgotten) + 1;
+        self.fences.insert(
+            keys.fence.clone(),
+            Fence {
+                value: fence,
+                keep_until: now + retention,
+            },
+        );
         self.leases.insert(
             keys.lock.clone(),
             Lease {
@@ -58,9 +76,43 @@ impl State {
 struct State {
     leases: HashMap<String, Lease>,
     lines: HashMap<String, Line>,
-    fences: HashMap<String, u64>,
-    /// Acquisitions since expired leases were last swept.
+    fences: HashMap<String, Fence>,
+    /// The largest fencing token of a counter forgotten after its
+    /// retention: every later token is above it, so tokens of a key
+    /// strictly increase even across a forgotten counter (on Redis the
+    /// clock floor does this).
+    forgotten: u64,
+    /// Acquisitions since expired entries were last swept.
     since_sweep: usize,
+}
+
+/// Sweep expired leases, counters and dead waiters every this many
+/// acquisitions: what nobody asks for again does not pile up.
+const SWEEP_EVERY: usize = 1024;
+
+impl State {
+    fn sweep(&mut self, now: Instant) {
+        self.leases.retain(|_, lease| lease.expires > now);
+        let mut forgotten = self.forgotten;
+        self.fences.retain(|_, f| {
+            let keep = f.keep_until > now;
+            if !keep {
+                forgotten = forgotten.max(f.value);
+            }
+            keep
+        });
+        self.forgotten = forgotten;
+        self.lines.retain(|_, line| {
+            line.head(now);
+            !line.order.is_empty()
+        });
+        self.since_sweep = 0;
+    }
+
+    /// The counter of `keys`, while kept.
+    fn fence(&self, keys: &Keys) -> u64 {
+        self.fences.get(&keys.fence).map_or(0, |f| f.value)
+    }
 }
 
 /// Locks kept in a map in this process: ttl, fencing and token checks work as
@@ -70,14 +122,25 @@ pub(crate) struct MemoryBackend {
     state: Mutex<State>,
     /// The zero of this store's clock (what `TIME` is on Redis).
     epoch: Instant,
+    /// How long a fencing counter is kept after an acquire.
+    fence_retention: Duration,
 }
 
-impl Default for MemoryBackend {
-    fn default() -> Self {
+impl MemoryBackend {
+    pub(crate) fn new(fence_retention: Duration) -> Self {
         Self {
             state: Mutex::default(),
             epoch: Instant::now(),
+            fence_retention,
         }
+    }
+
+    /// How many entries the store keeps (leases, counters, lines): for the
+    /// tests that check it stays bounded.
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> usize {
+        let state = self.state();
+        state.leases.len() + state.fences.len() + state.lines.len()
     }
 }
 
@@ -101,10 +164,8 @@ impl MemoryBackend {
         let at_ms = want_time.then(|| self.now_ms(now));
         let mut state = self.state();
         state.since_sweep += 1;
-        if state.since_sweep >= 1024 {
-            // Expired leases of keys nobody asks for again would pile up.
-            state.leases.retain(|_, lease| lease.expires > now);
-            state.since_sweep = 0;
+        if state.since_sweep >= SWEEP_EVERY {
+            state.sweep(now);
         }
         if let Some(lease) = state.leases.get_mut(&keys.lock)
             && lease.expires > now
@@ -115,10 +176,10 @@ impl MemoryBackend {
                 };
             }
             lease.expires = now + ttl;
-            let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
+            let fence = state.fence(keys);
             return AcquireReply::Acquired { fence, at_ms };
         }
-        let fence = state.take(keys, token, now + ttl);
+        let fence = state.take(keys, token, now + ttl, self.fence_retention);
         AcquireReply::Acquired { fence, at_ms }
     }
 
@@ -134,6 +195,10 @@ impl MemoryBackend {
         let at_ms = want_time.then(|| self.now_ms(now));
         let mut state = self.state();
         let state = &mut *state;
+        state.since_sweep += 1;
+        if state.since_sweep >= SWEEP_EVERY {
+            state.sweep(now);
+        }
         let holder = state
             .leases
             .get(&keys.lock)
@@ -141,7 +206,7 @@ impl MemoryBackend {
         if let Some(lease) = holder
             && lease.token == token
         {
-            let fence = state.fences.get(&keys.fence).copied().unwrap_or(0);
+            let fence = state.fence(keys);
             if let Some(lease) = state.leases.get_mut(&keys.lock) {
                 lease.expires = now + ttl;
             }
@@ -167,8 +232,22 @@ impl MemoryBackend {
         if line.order.is_empty() {
             state.lines.remove(&keys.lock);
         }
-        let fence = state.take(keys, token, now + ttl);
+        let fence = state.take(keys, token, now + ttl, self.fence_retention);
         AcquireReply::Acquired { fence, at_ms }
+    }
+
+    /// Gives back an acquire that returned no guard: the lock if `token`
+    /// holds it, and (fair) its place in the line. Whether it was held, and
+    /// the waiter to wake (`""`: the longest plain one).
+    pub(crate) fn give_back(&self, keys: &Keys, token: &str, fair: bool) -> (bool, Option<String>) {
+        let released = self.release(keys, token);
+        let next = if fair {
+            self.leave_queue(keys, token)
+        } else {
+            None
+        };
+        let wake = next.or_else(|| released.then(String::new));
+        (released, wake)
     }
 
     /// Releases a fair lock: whether it was ours, and the waiter to wake.
@@ -262,8 +341,44 @@ impl MemoryBackend {
 mod tests {
     use std::time::Duration;
 
+    use super::{Keys, MemoryBackend};
     use crate::LostReason;
     use crate::backend::Backend;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hundred_thousand_keys_locked_once_leave_nothing_after_the_retention() {
+        let memory = MemoryBackend::new(Duration::from_secs(60));
+        let mut last = std::collections::HashMap::new();
+        for i in 0..100_000 {
+            let keys = Keys::new("lock:", format!("order:{i}"));
+            let reply = memory.acquire(&keys, "t", Duration::from_secs(5), false);
+            let super::AcquireReply::Acquired { fence, .. } = reply else {
+                panic!("free key");
+            };
+            last.insert(i, fence);
+            assert!(memory.release(&keys, "t"));
+        }
+        assert!(
+            memory.entries() >= 100_000,
+            "counters kept for the retention"
+        );
+        tokio::time::advance(Duration::from_secs(61)).await;
+        // The next sweep (every 1024 acquisitions) forgets them all.
+        let one = Keys::new("lock:", "order:0".into());
+        for _ in 0..1024 {
+            memory.acquire(&one, "u", Duration::from_secs(5), false);
+            memory.release(&one, "u");
+        }
+        assert!(memory.entries() <= 1, "{} entries left", memory.entries());
+        // And tokens did not go back for a forgotten counter.
+        let keys = Keys::new("lock:", "order:99999".into());
+        let super::AcquireReply::Acquired { fence, .. } =
+            memory.acquire(&keys, "v", Duration::from_secs(5), false)
+        else {
+            panic!("free key");
+        };
+        assert!(fence > last[&99_999], "{fence} after {}", last[&99_999]);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn deleting_the_key_makes_lost_fire_at_the_next_renewal() {

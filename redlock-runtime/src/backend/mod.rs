@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub(crate) mod conn;
 pub(crate) mod memory;
 pub(crate) mod quorum;
 pub(crate) mod redis;
@@ -14,8 +15,8 @@ pub(crate) struct Keys {
     pub(crate) user: String,
     /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
     pub(crate) lock: String,
-    /// `prefix{user}:fence`: the fencing counter; it never expires, so tokens
-    /// keep increasing across lock lifetimes.
+    /// `prefix{user}:fence`: the fencing counter, kept for the retention
+    /// after each acquire (tokens never go back: see the crate docs).
     pub(crate) fence: String,
 }
 
@@ -75,6 +76,9 @@ pub(crate) enum OpError {
     },
     /// Redlock: no majority of the nodes answered as needed.
     Quorum(Box<quorum::QuorumFailure>),
+    /// Redlock: the node started less than the restart delay ago, and
+    /// grants nothing for this long yet.
+    Restarted { left: Duration },
 }
 
 impl OpError {
@@ -83,8 +87,9 @@ impl OpError {
     pub(crate) fn outcome_unknown(&self) -> bool {
         match self {
             Self::Redis(e) => crate::error::is_transient_redis(e),
-            Self::Timeout(_) => true,
-            Self::Pool { .. } | Self::Replicas { .. } => false,
+            // The write reached the primary; too few replicas have it.
+            Self::Timeout(_) | Self::Replicas { .. } => true,
+            Self::Pool { .. } | Self::Restarted { .. } => false,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
@@ -93,7 +98,11 @@ impl OpError {
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Redis(e) => crate::error::is_transient_redis(e),
-            Self::Timeout(_) | Self::Pool { .. } | Self::Replicas { .. } | Self::Quorum(_) => true,
+            Self::Timeout(_)
+            | Self::Pool { .. }
+            | Self::Replicas { .. }
+            | Self::Quorum(_)
+            | Self::Restarted { .. } => true,
         }
     }
 }
@@ -218,17 +227,21 @@ impl Backend {
         }
     }
 
-    /// A fair waiter gives up its place.
-    pub(crate) async fn leave_queue(
+    /// Gives back what an acquire that returned no guard may hold (the
+    /// lock; with `fair`, also its place in the line), after any of its
+    /// commands still on the way: whether the lock was released, and the
+    /// waiter to wake in this process (in memory; `""`: the longest one).
+    pub(crate) async fn give_back(
         &self,
         keys: &Keys,
         token: &str,
+        fair: bool,
         limit: Duration,
-    ) -> Result<Option<String>, OpError> {
+    ) -> Result<(bool, Option<String>), OpError> {
         match self {
-            Self::Redis(b) => b.leave_queue(keys, token, limit).await.map(|()| None),
-            Self::Memory(b) => Ok(b.leave_queue(keys, token)),
-            Self::Quorum(_) => Ok(None),
+            Self::Redis(b) => Ok((b.give_back(keys, token, fair, limit).await?, None)),
+            Self::Memory(b) => Ok(b.give_back(keys, token, fair)),
+            Self::Quorum(b) => Ok((b.give_back(keys, token, limit).await?, None)),
         }
     }
 }

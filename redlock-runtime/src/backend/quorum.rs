@@ -41,8 +41,6 @@ pub(crate) struct QuorumBackend {
     nodes: Box<[Arc<Node>]>,
     quorum: usize,
     node_timeout: Duration,
-    restart_delay: Option<Duration>,
-    epoch_key: String,
     /// Acquire commands still on their way to a node after the acquire
     /// returned, by owner token: a release waits for them, or one landing
     /// after it would leave the lock behind on that node.
@@ -87,7 +85,6 @@ impl fmt::Debug for QuorumBackend {
             )
             .field("quorum", &self.quorum)
             .field("node_timeout", &self.node_timeout)
-            .field("restart_delay", &self.restart_delay)
             .finish()
     }
 }
@@ -144,32 +141,15 @@ async fn acquire_on(
     keys: &Keys,
     token: &str,
     ttl: Duration,
-    epoch: Option<(Arc<str>, Duration)>,
     per_node: Duration,
 ) -> Answer<u64> {
-    let reply = match epoch {
-        Some((epoch_key, delay)) => node
-            .backend
-            .acquire_after_epoch(keys, token, ttl, &epoch_key, delay, per_node)
-            .await
-            .map(|r| {
-                r.map_err(|left| {
-                    format!(
-                        "lost its data (restarted empty, or new) less than the restart delay \
-                         ago; it counts toward a quorum again in {left:?}"
-                    )
-                })
-            }),
-        None => node
-            .backend
-            .acquire(keys, token, ttl, false, per_node)
-            .await
-            .map(Ok),
-    };
-    match reply {
-        Ok(Ok(AcquireReply::Acquired { fence, .. })) => Answer::Yes(fence),
-        Ok(Ok(AcquireReply::Busy { pttl })) => Answer::No(pttl),
-        Ok(Err(quarantined)) => Answer::Failed(quarantined),
+    match node
+        .backend
+        .acquire(keys, token, ttl, false, per_node)
+        .await
+    {
+        Ok(AcquireReply::Acquired { fence, .. }) => Answer::Yes(fence),
+        Ok(AcquireReply::Busy { pttl }) => Answer::No(pttl),
         Err(e) => Answer::Failed(describe(&e)),
     }
 }
@@ -195,23 +175,19 @@ fn describe(e: &OpError) -> String {
             ..
         } => format!("{acknowledged} of {wanted} replicas acknowledged"),
         OpError::Quorum(_) => "no quorum".to_owned(),
+        OpError::Restarted { left } => format!(
+            "started less than the restart delay ago; it counts toward a quorum again in {left:?}"
+        ),
     }
 }
 
 impl QuorumBackend {
-    pub(crate) fn new(
-        nodes: Vec<Node>,
-        node_timeout: Duration,
-        restart_delay: Option<Duration>,
-        key_prefix: &str,
-    ) -> Self {
+    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Duration) -> Self {
         let quorum = nodes.len() / 2 + 1;
         Self {
             nodes: nodes.into_iter().map(Arc::new).collect(),
             quorum,
             node_timeout,
-            restart_delay,
-            epoch_key: format!("{key_prefix}__node_epoch"),
             in_flight: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -365,24 +341,17 @@ impl QuorumBackend {
             .max(Duration::from_millis(1));
         let n = self.nodes.len();
         let quorum = self.quorum;
-        let epoch = self
-            .restart_delay
-            .map(|delay| (Arc::<str>::from(self.epoch_key.as_str()), delay));
         let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
         let tracker = self.track(&token_owned, n);
         let answers = self
             .fan_out_detached(
                 |node| {
-                    let (keys, token, epoch) = (
-                        Arc::clone(&keys_owned),
-                        Arc::clone(&token_owned),
-                        epoch.clone(),
-                    );
+                    let (keys, token) = (Arc::clone(&keys_owned), Arc::clone(&token_owned));
                     // Dropped with the task, even one that never ran.
                     let landed = Landed(tracker.clone());
                     async move {
                         let _landed = landed;
-                        acquire_on(&node, &keys, &token, ttl, epoch, per_node).await
+                        acquire_on(&node, &keys, &token, ttl, per_node).await
                     }
                 },
                 // Enough is known once a majority granted, or refusals alone
@@ -610,6 +579,39 @@ impl QuorumBackend {
             )
             .await;
         self.verdict(&answers)
+    }
+
+    /// Gives back an acquire that returned no guard: once its commands
+    /// still on their way have landed (or timed out; each node's give-back
+    /// also follows them on their connection), releases on every node.
+    /// `Ok(true)` when some node held it.
+    pub(crate) async fn give_back(
+        &self,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.settle(token).await;
+        let per_node = self.per_node(limit);
+        let answers = self
+            .fan_out(
+                0..self.nodes.len(),
+                |node| async move {
+                    match node.backend.give_back(keys, token, false, per_node).await {
+                        Ok(true) => Answer::Yes(()),
+                        Ok(false) => Answer::No(None),
+                        Err(e) => Answer::Failed(describe(&e)),
+                    }
+                },
+                |_| false,
+            )
+            .await;
+        let (yes, _, failed) = Self::counts(&answers);
+        if failed > 0 {
+            // Retried until every node answered (or the ttl is over).
+            return Err(OpError::Quorum(Box::new(self.failure(&answers))));
+        }
+        Ok(yes > 0)
     }
 
     /// `hold_at_least` with Redlock, on this process's clock: the lease is

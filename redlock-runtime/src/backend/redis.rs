@@ -1,38 +1,29 @@
-//! One Redis server behind a bb8 pool.
-//!
-//! Connections from `bb8-redis` are multiplexed: one connection carries many
-//! commands at once, and a handle to it can be cloned. The backend therefore
-//! does not check a connection out per command (which would cost a PING per
-//! command and cap concurrency at the pool size): it keeps a few cloned
-//! handles ("slots") and spreads commands over them round robin. A slot is
-//! filled by checking a connection out, cloning its handle and returning it
-//! to the pool at once, so the pool can still be shared with other users.
-//! A slot whose connection fails is emptied; the next command checks out
-//! again, and the pool's check-out test (PING) replaces dead connections.
+//! One Redis server: the lock commands, over the connection lanes of
+//! [`conn`](super::conn) (one owner's commands on one connection, `WAIT`
+//! on connections of its own).
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bb8::{ErrorSink, Pool, RunError};
-use bb8_redis::RedisConnectionManager;
-use redis::aio::MultiplexedConnection;
-
+use super::conn::{Lane, Link};
 use super::{AcquireReply, HoldRelease, Keys, OpError, Renewal};
 use crate::scripts;
 use crate::util::millis_ceil;
 
-type Slot = Mutex<Option<MultiplexedConnection>>;
+pub(crate) use super::conn::LastError;
 
 pub(crate) struct RedisBackend {
-    pool: Pool<RedisConnectionManager>,
-    slots: Box<[Slot]>,
-    next: AtomicUsize,
-    last_error: LastError,
+    /// Every command that needs no `WAIT`.
+    plain: Lane,
+    /// With replicas: the writes followed by `WAIT` (acquire, renewal).
+    waiting: Option<Lane>,
     /// `WAIT replicas timeout` after each acquire and renewal.
     replicas: Option<Replicas>,
+    /// The fencing counters' retention (ms): see [`crate::scripts`].
+    fence_retention_ms: u64,
+    /// Redlock: this node grants nothing until this long after it started.
+    restart_delay: Option<Duration>,
 }
 
 /// How many replicas must acknowledge a lock's writes, and how long to wait.
@@ -45,57 +36,43 @@ pub(crate) struct Replicas {
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("pool", &self.pool.state())
-            .field("slots", &self.slots.len())
-            .finish()
+            .field("plain", &self.plain)
+            .field("waiting", &self.waiting)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
     }
 }
 
-/// Remembers the pool's last connection error, which bb8 otherwise hides
-/// behind a bare "timed out".
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LastError(Arc<Mutex<Option<String>>>);
-
-impl LastError {
-    pub(crate) fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-impl ErrorSink<redis::RedisError> for LastError {
-    fn sink(&self, error: redis::RedisError) {
-        tracing::debug!(target: "redlock", %error, "Redis connection attempt failed");
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
-    }
-
-    fn boxed_clone(&self) -> Box<dyn ErrorSink<redis::RedisError>> {
-        Box::new(self.clone())
-    }
+/// Which lane a command goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum On {
+    Plain,
+    /// The lane of writes followed by `WAIT` (the plain one without replicas).
+    Waiting,
 }
 
 impl RedisBackend {
-    /// Commands are spread over `slots` connection handles taken from `pool`.
+    /// Commands go over `plain`; with replicas, acquires and renewals over
+    /// `waiting` (which must not share connections with `plain`).
     pub(crate) fn new(
-        pool: Pool<RedisConnectionManager>,
-        slots: usize,
-        last_error: LastError,
+        plain: Lane,
+        waiting: Option<(Lane, Replicas)>,
+        fence_retention: Duration,
     ) -> Self {
-        let slots = (0..slots.max(1)).map(|_| Mutex::new(None)).collect();
+        let (waiting, replicas) = waiting.map_or((None, None), |(lane, r)| (Some(lane), Some(r)));
         Self {
-            pool,
-            slots,
-            next: AtomicUsize::new(0),
-            last_error,
-            replicas: None,
+            plain,
+            waiting,
+            replicas,
+            fence_retention_ms: millis_ceil(fence_retention).max(1),
+            restart_delay: None,
         }
     }
 
-    /// Waits for `replicas` after every acquire and renewal.
-    pub(crate) fn with_replicas(mut self, replicas: Option<Replicas>) -> Self {
-        self.replicas = replicas;
+    /// Redlock: grants nothing until `delay` after the node started (its
+    /// lanes must learn boot times).
+    pub(crate) fn with_restart_delay(mut self, delay: Option<Duration>) -> Self {
+        self.restart_delay = delay;
         self
     }
 
@@ -105,81 +82,70 @@ impl RedisBackend {
         limit + self.replicas.map_or(Duration::ZERO, |r| r.timeout)
     }
 
-    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
-        &self.pool
+    pub(crate) fn pool(&self) -> &bb8::Pool<bb8_redis::RedisConnectionManager> {
+        self.plain.pool()
     }
 
-    /// A connection for one command: a clone of slot `i`'s multiplexed
-    /// connection, filling the slot from the pool when it is empty.
-    async fn connection(&self, i: usize) -> Result<MultiplexedConnection, OpError> {
-        self.connection_from(i).await.map(|(conn, _)| conn)
-    }
-
-    /// As [`connection`](Self::connection), and whether the handle was
-    /// cached in the slot (rather than just checked out).
-    async fn connection_from(&self, i: usize) -> Result<(MultiplexedConnection, bool), OpError> {
-        if let Some(conn) = self.lock_slot(i).as_ref() {
-            return Ok((conn.clone(), true));
+    fn lane(&self, on: On) -> &Lane {
+        match (on, &self.waiting) {
+            (On::Waiting, Some(lane)) => lane,
+            _ => &self.plain,
         }
-        let pooled = self.pool.get().await.map_err(|e| match e {
-            RunError::User(e) => OpError::Redis(e),
-            RunError::TimedOut => OpError::Pool {
-                timeout: self.pool.config().connection_timeout,
-                last_error: self.last_error.get(),
-            },
-        })?;
-        let conn = (*pooled).clone();
-        drop(pooled);
-        *self.lock_slot(i) = Some(conn.clone());
-        Ok((conn, false))
     }
 
-    fn lock_slot(&self, i: usize) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
-        self.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs one command on a slot's connection within `limit`; a connection
-    /// that fails or does not answer is let go so the next command gets a
-    /// fresh one.
+    /// Runs one command within `limit`, on `owner`'s connection of the lane
+    /// (round robin without an owner).
     ///
     /// A cached connection found dead (Redis restarted, or the connection
-    /// was cut while idle) is replaced and the command sent once more,
-    /// within the same limit: every command here is safe to repeat (the
-    /// scripts check the owner token, and an acquire repeated with its own
-    /// token finds the lock already its own).
-    async fn run<T, F, Fut>(&self, limit: Duration, f: F) -> Result<T, OpError>
+    /// was cut while idle) is let go and the command sent once more on a new
+    /// one, within the same limit: every command here is safe to repeat
+    /// (the scripts check the owner token, and an acquire repeated with its
+    /// own token finds the lock already its own). A slow answer keeps the
+    /// connection (see [`conn`](super::conn)).
+    async fn run<T, F, Fut>(
+        &self,
+        on: On,
+        owner: Option<&str>,
+        limit: Duration,
+        f: F,
+    ) -> Result<T, OpError>
     where
-        F: Fn(MultiplexedConnection) -> Fut,
+        F: Fn(Link) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let lane = self.lane(on);
+        let i = lane.slot_of(owner);
         let call = async {
-            let (conn, cached) = self.connection_from(i).await?;
-            let first = f(conn).await;
-            let conn = match first {
-                Err(e) if cached && is_dead_connection(&e) => {
+            let (link, cached) = lane.link(i).await?;
+            match f(link.clone()).await {
+                Err(e) if is_dead_connection(&e) => {
+                    lane.forget(i, &link);
+                    if !cached {
+                        return Err(op_error(e, limit));
+                    }
                     tracing::debug!(target: "redlock", error = %e, "cached Redis connection is dead; retrying on a new one");
-                    self.lock_slot(i).take();
-                    self.connection(i).await?
+                    let (link, _) = lane.link(i).await?;
+                    let result = f(link.clone()).await;
+                    if let Err(e) = &result
+                        && is_dead_connection(e)
+                    {
+                        lane.forget(i, &link);
+                    }
+                    result.map_err(|e| op_error(e, limit))
                 }
-                other => return other.map_err(|e| op_error(e, limit)),
-            };
-            f(conn).await.map_err(|e| op_error(e, limit))
+                other => other.map_err(|e| op_error(e, limit)),
+            }
         };
-        let result = match tokio::time::timeout(limit, call).await {
+        match tokio::time::timeout(limit, call).await {
             Ok(result) => result,
             Err(_) => Err(OpError::Timeout(limit)),
-        };
-        if let Err(e) = &result
-            && e.outcome_unknown()
-        {
-            // The pool's check-out test (PING) discards the connection if it
-            // is really dead.
-            self.lock_slot(i).take();
         }
-        result
     }
 
+    /// One acquire attempt (see [`scripts::ACQUIRE`]), followed by `WAIT`
+    /// with replicas. Too few acknowledgements are an error whose outcome
+    /// counts as unknown: the lock may be ours on the primary, and the
+    /// caller gives it back (or takes it up with the same token).
     pub(crate) async fn acquire(
         &self,
         keys: &Keys,
@@ -189,74 +155,57 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let ttl_ms = millis_ceil(ttl);
+        let retention = self.fence_retention_ms;
+        let delay_ms = self.restart_delay.map(millis_ceil);
         let replicas = self.replicas;
         let (reply, acked): (Vec<i64>, Option<i64>) = self
-            .run(self.with_wait(limit), |mut conn| async move {
-                let reply: Vec<i64> = scripts::ACQUIRE
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .arg(if want_time { "1" } else { "0" })
-                    .invoke_async(&mut conn)
-                    .await?;
-                let acked = match replicas {
-                    // WAIT counts the writes of this connection: the
-                    // script's SET and INCR were the last ones.
-                    Some(r) if reply.first() == Some(&1) => {
-                        Some(wait_replicas(&mut conn, r).await?)
-                    }
-                    _ => None,
-                };
-                Ok((reply, acked))
-            })
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| async move {
+                    let not_before = match (delay_ms, link.boot_ms) {
+                        (Some(delay), Some(boot)) => boot.saturating_add(delay),
+                        _ => 0,
+                    };
+                    let reply: Vec<i64> = scripts::ACQUIRE
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .arg(token)
+                        .arg(ttl_ms)
+                        .arg(retention)
+                        .arg(if want_time { "1" } else { "0" })
+                        .arg(not_before)
+                        .invoke_async(&mut link.conn)
+                        .await?;
+                    let acked = match replicas {
+                        // WAIT counts the writes of this connection: the
+                        // script's were the last ones.
+                        Some(r) if reply.first() == Some(&1) => {
+                            Some(wait_replicas(&mut link.conn, r).await?)
+                        }
+                        _ => None,
+                    };
+                    Ok((reply, acked))
+                },
+            )
             .await?;
         if let (Some(r), Some(acked)) = (replicas, acked)
             && acked < i64::from(r.count)
         {
-            // Not on enough replicas: a failover now could lose the lock, so
-            // it is given back rather than held.
-            let _ = self.release(keys, token, limit).await;
             return Err(OpError::Replicas {
                 wanted: r.count,
                 acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
                 timeout: r.timeout,
             });
         }
-        Ok(acquire_reply(&reply))
-    }
-
-    /// Redlock with a restart delay: one node's acquire, refused while the
-    /// node is younger (since it last lost its data) than `delay`.
-    pub(crate) async fn acquire_after_epoch(
-        &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        epoch_key: &str,
-        delay: Duration,
-        limit: Duration,
-    ) -> Result<Result<AcquireReply, Duration>, OpError> {
-        let ttl_ms = millis_ceil(ttl);
-        let delay_ms = millis_ceil(delay);
-        let reply: Vec<i64> = self
-            .run(limit, |mut conn| async move {
-                scripts::ACQUIRE_AFTER_EPOCH
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .key(epoch_key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .arg(delay_ms)
-                    .invoke_async(&mut conn)
-                    .await
-            })
-            .await?;
         if reply.first() == Some(&-4) {
             let left = reply.get(1).copied().unwrap_or(0).max(0);
-            return Ok(Err(Duration::from_millis(left.unsigned_abs())));
+            return Err(OpError::Restarted {
+                left: Duration::from_millis(left.unsigned_abs()),
+            });
         }
-        Ok(Ok(acquire_reply(&reply)))
+        Ok(acquire_reply(&reply))
     }
 
     /// Redlock's second fencing phase: raises the counter to `fence`.
@@ -266,12 +215,14 @@ impl RedisBackend {
         fence: u64,
         limit: Duration,
     ) -> Result<u64, OpError> {
+        let retention = self.fence_retention_ms;
         let value: i64 = self
-            .run(limit, |mut conn| async move {
+            .run(On::Plain, None, limit, |mut link| async move {
                 scripts::MAX_ASSIGN
                     .key(&keys.fence)
                     .arg(fence)
-                    .invoke_async(&mut conn)
+                    .arg(retention)
+                    .invoke_async(&mut link.conn)
                     .await
             })
             .await?;
@@ -288,25 +239,55 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
-        let reply: Vec<i64> = self
-            .run(limit, |mut conn| {
-                let (queue, waiters) = (&queue, &waiters);
-                async move {
-                    scripts::FAIR_ACQUIRE
-                        .key(&keys.lock)
-                        .key(&keys.fence)
-                        .key(queue)
-                        .key(waiters)
-                        .arg(token)
-                        .arg(millis_ceil(ttl))
-                        .arg(millis_ceil(presence))
-                        .arg(if want_time { "1" } else { "0" })
-                        .invoke_async(&mut conn)
-                        .await
-                }
-            })
+        let retention = self.fence_retention_ms;
+        let replicas = self.replicas;
+        let (reply, acked): (Vec<i64>, Option<i64>) = self
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| {
+                    let (queue, waiters) = (&queue, &waiters);
+                    async move {
+                        let reply: Vec<i64> = scripts::FAIR_ACQUIRE
+                            .key(&keys.lock)
+                            .key(&keys.fence)
+                            .key(queue)
+                            .key(waiters)
+                            .arg(token)
+                            .arg(millis_ceil(ttl))
+                            .arg(millis_ceil(presence))
+                            .arg(if want_time { "1" } else { "0" })
+                            .arg(retention)
+                            .invoke_async(&mut link.conn)
+                            .await?;
+                        let acked = match replicas {
+                            Some(r) if reply.first() == Some(&1) => {
+                                Some(wait_replicas(&mut link.conn, r).await?)
+                            }
+                            _ => None,
+                        };
+                        Ok((reply, acked))
+                    }
+                },
+            )
             .await?;
+        if let (Some(r), Some(acked)) = (replicas, acked)
+            && acked < i64::from(r.count)
+        {
+            return Err(OpError::Replicas {
+                wanted: r.count,
+                acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
+                timeout: r.timeout,
+            });
+        }
         Ok(acquire_reply(&reply))
+    }
+
+    /// The lane an acquire of this backend went on: a give-back of an
+    /// acquire whose answer was lost must follow it on its connection.
+    fn acquire_lane(&self) -> On {
+        On::Waiting
     }
 
     pub(crate) async fn release_fair(
@@ -315,16 +296,26 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        self.release_fair_on(On::Plain, keys, token, limit).await
+    }
+
+    async fn release_fair_on(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
         let queue = keys.queue();
         let done: i64 = self
-            .run(limit, |mut conn| {
+            .run(on, Some(token), limit, |mut link| {
                 let queue = &queue;
                 async move {
                     scripts::FAIR_RELEASE
                         .key(&keys.lock)
                         .key(queue)
                         .arg(token)
-                        .invoke_async(&mut conn)
+                        .invoke_async(&mut link.conn)
                         .await
                 }
             })
@@ -332,15 +323,16 @@ impl RedisBackend {
         Ok(done == 1)
     }
 
-    pub(crate) async fn leave_queue(
+    async fn leave_queue_on(
         &self,
+        on: On,
         keys: &Keys,
         token: &str,
         limit: Duration,
     ) -> Result<(), OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
         let _: i64 = self
-            .run(limit, |mut conn| {
+            .run(on, Some(token), limit, |mut link| {
                 let (queue, waiters) = (&queue, &waiters);
                 async move {
                     scripts::FAIR_LEAVE
@@ -348,12 +340,32 @@ impl RedisBackend {
                         .key(queue)
                         .key(waiters)
                         .arg(token)
-                        .invoke_async(&mut conn)
+                        .invoke_async(&mut link.conn)
                         .await
                 }
             })
             .await?;
         Ok(())
+    }
+
+    /// Gives back what an acquire that did not return a guard may hold:
+    /// the lock, and (fair) its place in the line. Sent on the connection
+    /// of that acquire, so it lands after it.
+    pub(crate) async fn give_back(
+        &self,
+        keys: &Keys,
+        token: &str,
+        fair: bool,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let on = self.acquire_lane();
+        if fair {
+            let released = self.release_fair_on(on, keys, token, limit).await?;
+            self.leave_queue_on(on, keys, token, limit).await?;
+            Ok(released)
+        } else {
+            self.release_on(on, keys, token, limit).await
+        }
     }
 
     pub(crate) async fn release_after_hold(
@@ -366,13 +378,13 @@ impl RedisBackend {
     ) -> Result<HoldRelease, OpError> {
         let hold_ms = millis_ceil(hold);
         let done: i64 = self
-            .run(limit, |mut conn| async move {
+            .run(On::Plain, Some(token), limit, |mut link| async move {
                 scripts::RELEASE_AFTER_HOLD
                     .key(&keys.lock)
                     .arg(token)
                     .arg(at_ms)
                     .arg(hold_ms)
-                    .invoke_async(&mut conn)
+                    .invoke_async(&mut link.conn)
                     .await
             })
             .await?;
@@ -393,19 +405,25 @@ impl RedisBackend {
         let ttl_ms = millis_ceil(ttl);
         let replicas = self.replicas;
         let (done, acked): (i64, Option<i64>) = self
-            .run(self.with_wait(limit), |mut conn| async move {
-                let done: i64 = scripts::EXTEND
-                    .key(&keys.lock)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .invoke_async(&mut conn)
-                    .await?;
-                let acked = match replicas {
-                    Some(r) if done == 1 => Some(wait_replicas(&mut conn, r).await?),
-                    _ => None,
-                };
-                Ok((done, acked))
-            })
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| async move {
+                    let done: i64 = scripts::EXTEND
+                        .key(&keys.lock)
+                        .arg(token)
+                        .arg(ttl_ms)
+                        .arg(0)
+                        .invoke_async(&mut link.conn)
+                        .await?;
+                    let acked = match replicas {
+                        Some(r) if done == 1 => Some(wait_replicas(&mut link.conn, r).await?),
+                        _ => None,
+                    };
+                    Ok((done, acked))
+                },
+            )
             .await?;
         if let (Some(r), Some(acked)) = (replicas, acked)
             && acked < i64::from(r.count)
@@ -419,6 +437,8 @@ impl RedisBackend {
         Ok(done == 1)
     }
 
+    /// The watchdog's batch: renewals never shorten a lease (a manual
+    /// `extend` that landed first keeps its longer one).
     pub(crate) async fn extend_many(
         &self,
         items: &[Renewal<'_>],
@@ -432,7 +452,8 @@ impl RedisBackend {
                 .arg(1)
                 .arg(&r.keys.lock)
                 .arg(r.token)
-                .arg(millis_ceil(r.ttl));
+                .arg(millis_ceil(r.ttl))
+                .arg(1);
         }
         if let Some(r) = self.replicas {
             pipe.cmd("WAIT").arg(r.count).arg(millis_ceil(r.timeout));
@@ -440,10 +461,10 @@ impl RedisBackend {
         let limit = self.with_wait(limit);
         let started = tokio::time::Instant::now();
         let send = |limit| {
-            self.run(limit, |mut conn| {
+            self.run(On::Waiting, None, limit, |mut link| {
                 let pipe = &pipe;
                 async move {
-                    pipe.query_async::<Vec<redis::RedisResult<i64>>>(&mut conn)
+                    pipe.query_async::<Vec<redis::RedisResult<i64>>>(&mut link.conn)
                         .await
                 }
             })
@@ -455,8 +476,11 @@ impl RedisBackend {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));
-            self.run(left, |mut conn| async move {
-                scripts::EXTEND.prepare_invoke().load_async(&mut conn).await
+            self.run(On::Waiting, None, left, |mut link| async move {
+                scripts::EXTEND
+                    .prepare_invoke()
+                    .load_async(&mut link.conn)
+                    .await
             })
             .await?;
             let left = limit
@@ -494,12 +518,22 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        self.release_on(On::Plain, keys, token, limit).await
+    }
+
+    async fn release_on(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
         let done: i64 = self
-            .run(limit, |mut conn| async move {
+            .run(on, Some(token), limit, |mut link| async move {
                 scripts::RELEASE
                     .key(&keys.lock)
                     .arg(token)
-                    .invoke_async(&mut conn)
+                    .invoke_async(&mut link.conn)
                     .await
             })
             .await?;
@@ -509,7 +543,7 @@ impl RedisBackend {
     /// Takes a connection now, so a client that builds successfully has
     /// reached Redis once.
     pub(crate) async fn check(&self) -> Result<(), OpError> {
-        self.connection(0).await.map(drop)
+        self.plain.link(0).await.map(drop)
     }
 }
 
@@ -531,7 +565,10 @@ fn is_dead_connection(e: &redis::RedisError) -> bool {
 }
 
 /// `WAIT count timeout` on the connection that made the writes.
-async fn wait_replicas(conn: &mut MultiplexedConnection, r: Replicas) -> redis::RedisResult<i64> {
+async fn wait_replicas(
+    conn: &mut redis::aio::MultiplexedConnection,
+    r: Replicas,
+) -> redis::RedisResult<i64> {
     redis::cmd("WAIT")
         .arg(r.count)
         .arg(millis_ceil(r.timeout))

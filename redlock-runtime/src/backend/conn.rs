@@ -1,0 +1,234 @@
+//! The connections to one Redis server: lanes of multiplexed connections.
+//!
+//! Connections from `bb8-redis` are multiplexed: one connection carries many
+//! commands at once, and a handle to it can be cloned. A [`Lane`] therefore
+//! does not check a connection out per command (which would cost a PING per
+//! command and cap concurrency at the pool size): it keeps a few handles
+//! ("slots") and spreads commands over them.
+//!
+//! - **One owner, one connection.** Every command for one owner token goes
+//!   to the same slot (chosen by a hash of the token), so Redis runs them in
+//!   the order they were sent. A release sent after an acquire whose answer
+//!   never came (a timeout, a dropped future) therefore lands after that
+//!   acquire, however late it arrives: the give-back cannot be overtaken by
+//!   the command it gives back. Commands without an owner (renewal batches)
+//!   go round robin.
+//! - **A slot is emptied only when its connection is dead** (closed, reset,
+//!   refused), never because an answer was slow: a slow or paused server
+//!   keeps its connections, so a give-back needs no new connection (and no
+//!   PING through the pool's check-out test) to be sent.
+//! - **Two lanes with replicas.** `WAIT` blocks the connection it is sent
+//!   on, so the writes that need it (acquire, renewal) use lanes of their
+//!   own connections; releases and queue exits never wait behind a `WAIT`.
+//! - **Boot time.** Where a restart delay applies, each new connection
+//!   learns when its server started (`INFO server` uptime and `TIME`), on
+//!   the server's clock. A restart closes every connection, so what a
+//!   connection learned holds for its whole life, and nothing a snapshot
+//!   restores can fake it.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bb8::{ErrorSink, Pool, PooledConnection, RunError};
+use bb8_redis::RedisConnectionManager;
+use redis::aio::MultiplexedConnection;
+
+use super::OpError;
+
+/// Remembers the pool's last connection error, which bb8 otherwise hides
+/// behind a bare "timed out".
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastError(Arc<Mutex<Option<String>>>);
+
+impl LastError {
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ErrorSink<redis::RedisError> for LastError {
+    fn sink(&self, error: redis::RedisError) {
+        tracing::debug!(target: "redlock", %error, "Redis connection attempt failed");
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+    }
+
+    fn boxed_clone(&self) -> Box<dyn ErrorSink<redis::RedisError>> {
+        Box::new(self.clone())
+    }
+}
+
+/// Where a lane's connections come from.
+pub(crate) enum Source {
+    /// Check a connection out, keep a clone of its handle, return it at
+    /// once: the pool stays shareable.
+    Shared(Pool<RedisConnectionManager>),
+    /// Keep the checked-out connection for this lane alone, for as long as
+    /// it lives: a `WAIT` lane over a pool the user shares with others.
+    Exclusive(Pool<RedisConnectionManager>),
+}
+
+impl Source {
+    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
+        match self {
+            Self::Shared(pool) | Self::Exclusive(pool) => pool,
+        }
+    }
+}
+
+/// A connection handle as a command gets it.
+#[derive(Clone)]
+pub(crate) struct Link {
+    pub(crate) conn: MultiplexedConnection,
+    /// When the server started, on its own clock (ms): set where the lane
+    /// learns boot times.
+    pub(crate) boot_ms: Option<u64>,
+    /// Tells this connection apart from a later one in the same slot.
+    id: u64,
+    /// An exclusive lane's check-out, returned to the pool with the last
+    /// handle.
+    _held: Option<Arc<PooledConnection<'static, RedisConnectionManager>>>,
+}
+
+/// Connection ids, unique in the process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A set of connection slots to one server.
+pub(crate) struct Lane {
+    source: Source,
+    slots: Box<[Mutex<Option<Link>>]>,
+    next: AtomicUsize,
+    hasher: RandomState,
+    last_error: LastError,
+    /// Whether new connections learn their server's boot time.
+    learn_boot: bool,
+}
+
+impl fmt::Debug for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lane")
+            .field("pool", &self.source.pool().state())
+            .field("slots", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lane {
+    pub(crate) fn new(source: Source, slots: usize, last_error: LastError) -> Self {
+        Self {
+            source,
+            slots: (0..slots.max(1)).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            hasher: RandomState::new(),
+            last_error,
+            learn_boot: false,
+        }
+    }
+
+    /// New connections learn their server's boot time (see the module docs).
+    pub(crate) fn learning_boot_time(mut self) -> Self {
+        self.learn_boot = true;
+        self
+    }
+
+    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
+        self.source.pool()
+    }
+
+    /// The slot of `owner`'s commands, or the next one round robin.
+    pub(crate) fn slot_of(&self, owner: Option<&str>) -> usize {
+        let n = self.slots.len();
+        match owner {
+            Some(token) => usize::try_from(self.hasher.hash_one(token) % n as u64).unwrap_or(0),
+            None => self.next.fetch_add(1, Ordering::Relaxed) % n,
+        }
+    }
+
+    fn slot(&self, i: usize) -> MutexGuard<'_, Option<Link>> {
+        self.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Slot `i`'s connection (and whether it was there already), filling the
+    /// slot when it is empty.
+    pub(crate) async fn link(&self, i: usize) -> Result<(Link, bool), OpError> {
+        if let Some(link) = self.slot(i).as_ref() {
+            return Ok((link.clone(), true));
+        }
+        let pool = self.source.pool();
+        let timed_out = || OpError::Pool {
+            timeout: pool.config().connection_timeout,
+            last_error: self.last_error.get(),
+        };
+        let (conn, held) = match &self.source {
+            Source::Shared(pool) => {
+                let pooled = pool.get().await.map_err(|e| match e {
+                    RunError::User(e) => OpError::Redis(e),
+                    RunError::TimedOut => timed_out(),
+                })?;
+                ((*pooled).clone(), None)
+            }
+            Source::Exclusive(pool) => {
+                let pooled = pool.get_owned().await.map_err(|e| match e {
+                    RunError::User(e) => OpError::Redis(e),
+                    RunError::TimedOut => timed_out(),
+                })?;
+                ((*pooled).clone(), Some(Arc::new(pooled)))
+            }
+        };
+        let boot_ms = if self.learn_boot {
+            Some(boot_time(conn.clone()).await?)
+        } else {
+            None
+        };
+        let link = Link {
+            conn,
+            boot_ms,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            _held: held,
+        };
+        let mut slot = self.slot(i);
+        // Another command may have filled the slot meanwhile: use its link.
+        let link = slot.get_or_insert(link).clone();
+        Ok((link, false))
+    }
+
+    /// Empties slot `i` if it still holds the connection `link` (found dead).
+    pub(crate) fn forget(&self, i: usize, link: &Link) {
+        let mut slot = self.slot(i);
+        if slot.as_ref().is_some_and(|l| l.id == link.id) {
+            slot.take();
+        }
+    }
+}
+
+/// When the server on `conn` started, on its own clock (ms): `TIME` less
+/// its uptime, rounded so the estimate is never earlier than the real start.
+async fn boot_time(mut conn: MultiplexedConnection) -> Result<u64, OpError> {
+    let (info, time): (String, (u64, u64)) = redis::pipe()
+        .cmd("INFO")
+        .arg("server")
+        .cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .map_err(OpError::Redis)?;
+    let uptime_s = info
+        .lines()
+        .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .ok_or_else(|| {
+            OpError::Redis(redis::RedisError::from((
+                redis::ErrorKind::Parse,
+                "cannot tell when this node started (`INFO server` gave no uptime_in_seconds), \
+                 which a restart delay needs",
+            )))
+        })?;
+    let now_ms = time.0 * 1000 + time.1 / 1000;
+    // Whole seconds, rounded down: the start may be up to a second earlier
+    // than this, never later, so the delay never ends early.
+    Ok(now_ms.saturating_sub(uptime_s * 1000))
+}

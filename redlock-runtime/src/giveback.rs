@@ -1,0 +1,138 @@
+//! Giving back what an acquire may have taken without returning a guard:
+//! the acquire was dropped (cancelled, timed out by the caller) while a
+//! command was on its way, an answer was lost, the wait ended after such
+//! an answer, or too few replicas acknowledged the write.
+//!
+//! The give-back is a release with the acquire's token, sent on the same
+//! connection as its acquire commands (see `backend::conn`), so it lands
+//! after any of them that is still on its way. It is retried until it is
+//! answered or until the acquire's lease would have ended anyway; a paused
+//! or slow Redis delays it, and nothing else can.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::Keys;
+use crate::client::LockClient;
+
+/// Pause between two give-back attempts that failed.
+const RETRY_EVERY: Duration = Duration::from_millis(50);
+
+/// What an acquire in progress may hold in Redis: given back on drop unless
+/// the acquire returned a guard (see the module docs).
+pub(crate) struct PendingAcquire {
+    client: LockClient,
+    keys: Keys,
+    token: String,
+    fair: bool,
+    /// A command is on its way: it may take the lock.
+    in_flight: bool,
+    /// An earlier command's outcome is unknown: it may have taken the lock.
+    unknown: bool,
+    /// A fair acquire asked at least once: it may hold a place in the line.
+    queued: bool,
+    /// When the last lease or place it may hold ends.
+    until: Option<Instant>,
+}
+
+impl PendingAcquire {
+    pub(crate) fn new(client: LockClient, keys: Keys, token: String, fair: bool) -> Self {
+        Self {
+            client,
+            keys,
+            token,
+            fair,
+            in_flight: false,
+            unknown: false,
+            queued: false,
+            until: None,
+        }
+    }
+
+    /// An attempt is being sent at `sent`; what it may take lasts `hold`.
+    pub(crate) fn sending(&mut self, sent: Instant, hold: Duration) {
+        self.in_flight = true;
+        self.queued |= self.fair;
+        let end = sent + hold;
+        self.until = Some(self.until.map_or(end, |u| u.max(end)));
+    }
+
+    /// The attempt was answered: `unknown` when its outcome still is.
+    pub(crate) fn answered(&mut self, unknown: bool) {
+        self.in_flight = false;
+        self.unknown |= unknown;
+    }
+
+    /// The acquire returned a guard: nothing to give back.
+    pub(crate) fn took(mut self) {
+        self.in_flight = false;
+        self.unknown = false;
+        self.queued = false;
+    }
+
+    fn needed(&self) -> bool {
+        self.in_flight || self.unknown || self.queued
+    }
+}
+
+impl Drop for PendingAcquire {
+    fn drop(&mut self) {
+        if !self.needed() {
+            return;
+        }
+        let (Some(until), Ok(runtime)) = (self.until, tokio::runtime::Handle::try_current()) else {
+            return; // no runtime left: the lease runs out by itself
+        };
+        let client = self.client.clone();
+        let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
+        let token = std::mem::take(&mut self.token);
+        let fair = self.fair;
+        runtime.spawn(async move {
+            let given = retry_until(&client, &keys.user, until, |limit| {
+                client.backend().give_back(&keys, &token, fair, limit)
+            })
+            .await;
+            match given {
+                Some((released, wake)) => {
+                    if let Some(name) = wake {
+                        client.wakeups().released_locally(&keys.lock, Some(&name));
+                    }
+                    tracing::debug!(target: "redlock", key = %keys.user, released, "acquire given back");
+                }
+                None => {
+                    tracing::warn!(target: "redlock", key = %keys.user, "could not give back an abandoned acquire; its lease ends by itself")
+                }
+            }
+        });
+    }
+}
+
+/// Runs `op` (each try bounded by the command timeout and by what is left)
+/// until it succeeds or `until` passes; `None` if it never did.
+pub(crate) async fn retry_until<T, E, F, Fut>(
+    client: &LockClient,
+    key: &str,
+    until: Instant,
+    op: F,
+) -> Option<T>
+where
+    F: Fn(Duration) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Debug,
+{
+    let command_timeout = client.settings().command_timeout;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match op(command_timeout.min(left).max(Duration::from_millis(1))).await {
+            Ok(value) => return Some(value),
+            Err(error) => {
+                if Instant::now() + RETRY_EVERY >= until {
+                    return None;
+                }
+                tracing::debug!(target: "redlock", key = %key, ?error, "give-back failed; retrying");
+                tokio::time::sleep(RETRY_EVERY).await;
+            }
+        }
+    }
+}

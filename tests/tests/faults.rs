@@ -1,0 +1,450 @@
+//! The hostile tester's reproductions (issue 12), on real processes:
+//! - cancelled or unanswered acquires leave nothing held beyond the
+//!   give-back window (one Redis behind a latency proxy, a paused Redis,
+//!   Redlock over proxied nodes, too few `WAIT` acknowledgements);
+//! - fencing tokens strictly increase across restarts without
+//!   persistence, RDB rollbacks, and a Redlock majority that lost its data;
+//! - a restarted Redlock node grants nothing during its restart delay,
+//!   even when restored from a snapshot;
+//! - a pending `WAIT` does not delay unrelated commands;
+//! - fencing counters of free locks expire after the retention.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redlock_runtime::{LockClient, LockError};
+use redlock_tests::{FaultProxy, RedisServer, key_exists, raw_connection, start_replica};
+
+/// The give-back window the issue allows: one command timeout (the
+/// default, 500 ms) plus 100 ms.
+const GIVE_BACK_WINDOW: Duration = Duration::from_millis(600);
+
+async fn connect(url: &str) -> LockClient {
+    LockClient::connect(url).await.expect("connect")
+}
+
+/// Waits (bounded) until `key` is gone from the Redis at `url`; how long.
+async fn gone_within(url: &str, key: &str, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if !key_exists(url, key).await {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_dropped_after_its_script_ran_leaves_nothing_behind() {
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let slow = connect(&proxy.url()).await;
+    let other = connect(&server.url()).await;
+    proxy.set_latency(Duration::from_millis(200));
+
+    // The script reaches Redis at ~200 ms; its answer would come at ~400 ms.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.lock("job").ttl(Duration::from_secs(10)).acquire(),
+    )
+    .await;
+    assert!(dropped.is_err(), "the acquire was cut short");
+    let gave_up = Instant::now();
+    let guard = other
+        .lock("job")
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("the abandoned acquire was given back");
+    let after = gave_up.elapsed();
+    assert!(
+        after <= GIVE_BACK_WINDOW,
+        "the other owner got the key {after:?} after the first gave up"
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_dropped_at_every_point_leaves_nothing_held() {
+    // Cut short at each point of the acquire's life (before it is sent,
+    // while the script is on its way, after it ran): never an orphan.
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let slow = connect(&proxy.url()).await;
+    proxy.set_latency(Duration::from_millis(100));
+    for (i, cut) in [1u64, 50, 99, 101, 150, 199, 201, 250]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("cut:{i}");
+        let _ = tokio::time::timeout(
+            Duration::from_millis(cut),
+            slow.lock(key.as_str())
+                .ttl(Duration::from_secs(30))
+                .acquire(),
+        )
+        .await;
+        // A guard, if the acquire completed, is dropped too; either way the
+        // key must go within the window once the last command has landed.
+        let gone = gone_within(
+            &server.url(),
+            &format!("lock:{{{key}}}"),
+            Duration::from_secs(2),
+        )
+        .await;
+        assert!(gone.is_some(), "cut after {cut} ms: the lock stayed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_give_back_reaches_a_paused_redis_once_it_resumes() {
+    let server = RedisServer::start().await;
+    let holder = connect(&server.url()).await;
+    // One connection: the waiter's attempts and its give-back share it.
+    let waiter = LockClient::builder()
+        .url(server.url())
+        .pool_size(1)
+        .build()
+        .await
+        .expect("waiter");
+    let later = connect(&server.url()).await;
+    let held = holder
+        .lock("stock")
+        .ttl(Duration::from_secs(1))
+        .watchdog(false)
+        .acquire()
+        .await
+        .expect("holder");
+    std::mem::forget(held); // its lease runs out while Redis is paused
+    server.pause();
+    let err = waiter
+        .lock("stock")
+        .ttl(Duration::from_secs(20))
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .expect_err("Redis is paused for the whole wait");
+    assert!(err.is_transient(), "{err}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.resume();
+    let resumed = Instant::now();
+    // Redis now runs the queued attempts (one of which takes the lock, the
+    // holder's lease having ended) and then the queued give-back.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let guard = later
+        .lock("stock")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("the waiter's orphan was given back");
+    let after = resumed.elapsed();
+    assert!(
+        after <= GIVE_BACK_WINDOW + Duration::from_millis(100),
+        "the key was free {after:?} after Redis resumed"
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_acquire_dropped_mid_flight_is_given_back_on_every_node() {
+    let nodes = [
+        RedisServer::start().await,
+        RedisServer::start().await,
+        RedisServer::start().await,
+    ];
+    let mut proxies = Vec::new();
+    for node in &nodes {
+        proxies.push(FaultProxy::start(node.addr()).await);
+    }
+    let slow = LockClient::builder()
+        .redlock(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("redlock over the proxies");
+    let direct = LockClient::builder()
+        .redlock(nodes.iter().map(RedisServer::url))
+        .build()
+        .await
+        .expect("redlock direct");
+    for proxy in &proxies {
+        proxy.set_latency(Duration::from_millis(200));
+    }
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(300),
+        slow.lock("stock").ttl(Duration::from_secs(10)).acquire(),
+    )
+    .await;
+    assert!(dropped.is_err(), "cut short");
+    let gave_up = Instant::now();
+    let guard = direct
+        .lock("stock")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("the node tasks' writes were given back");
+    let after = gave_up.elapsed();
+    assert!(
+        after <= Duration::from_millis(1500),
+        "free {after:?} after the give-up"
+    );
+    guard.release().await.expect("release");
+    for node in &nodes {
+        let gone = gone_within(&node.url(), "lock:{stock}", Duration::from_secs(2)).await;
+        assert!(gone.is_some(), "a node kept the lock");
+    }
+}
+
+async fn replicated() -> (RedisServer, RedisServer) {
+    let primary = RedisServer::start().await;
+    let replica = start_replica(&primary).await;
+    (primary, replica)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_acknowledgements_give_the_lock_back() {
+    let (primary, replica) = replicated().await;
+    let locks = LockClient::builder()
+        .url(primary.url())
+        .replicas(1, Duration::from_millis(200))
+        .build()
+        .await
+        .expect("connect");
+    replica.pause();
+    let err = locks
+        .lock("payout")
+        .acquire()
+        .await
+        .expect_err("the replica is paused");
+    assert!(matches!(err, LockError::Replicas { .. }), "{err}");
+    let gone = gone_within(&primary.url(), "lock:{payout}", GIVE_BACK_WINDOW).await;
+    assert!(
+        gone.is_some(),
+        "the unacknowledged lock stayed on the primary"
+    );
+    replica.resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_wait_does_not_delay_a_release() {
+    let (primary, replica) = replicated().await;
+    let locks = LockClient::builder()
+        .url(primary.url())
+        .replicas(1, Duration::from_secs(2))
+        .build()
+        .await
+        .expect("connect");
+    let held = locks.lock("held").acquire().await.expect("acquire");
+    replica.pause();
+    // Acquires whose WAIT blocks for 2 s.
+    let mut blocked = Vec::new();
+    for i in 0..8 {
+        let locks = locks.clone();
+        blocked.push(tokio::spawn(async move {
+            locks.lock(format!("other:{i}")).acquire().await.map(drop)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    held.release().await.expect("a release needs no WAIT");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(300),
+        "the release took {took:?}"
+    );
+    assert!(!key_exists(primary.url(), "lock:{held}").await);
+    replica.resume();
+    for task in blocked {
+        let _ = task.await.expect("task");
+    }
+}
+
+/// Takes and releases `key` `n` times; the tokens.
+async fn tokens(locks: &LockClient, key: &str, n: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let guard = locks
+            .lock(key)
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("acquire");
+        out.push(guard.fencing_token());
+        guard.release().await.expect("release");
+    }
+    out
+}
+
+fn assert_increasing(tokens: &[u64]) {
+    for pair in tokens.windows(2) {
+        assert!(pair[0] < pair[1], "tokens went back: {tokens:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_increase_across_a_restart_without_persistence() {
+    let mut server = RedisServer::start().await;
+    let locks = connect(&server.url()).await;
+    let mut all = tokens(&locks, "order:1", 3).await;
+    server.restart().await;
+    all.extend(tokens(&locks, "order:1", 3).await);
+    assert_increasing(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_increase_across_an_rdb_rollback() {
+    let mut server = RedisServer::start().await;
+    let locks = connect(&server.url()).await;
+    let mut all = tokens(&locks, "order:1", 2).await;
+    let mut conn = raw_connection(server.url()).await;
+    let _: () = redis::cmd("SAVE")
+        .query_async(&mut conn)
+        .await
+        .expect("SAVE");
+    all.extend(tokens(&locks, "order:1", 5).await);
+    server.restart_keeping_data().await; // back to the snapshot
+    all.extend(tokens(&locks, "order:1", 3).await);
+    assert_increasing(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_increase_when_a_redlock_majority_lost_its_data() {
+    // A, B, C; a client cut off from C takes 5 locks on {A, B}; A goes
+    // down, B restarts empty; the majority {B, C} must not repeat a token.
+    let mut nodes = [
+        RedisServer::start().await,
+        RedisServer::start().await,
+        RedisServer::start().await,
+    ];
+    let proxy_c = FaultProxy::start(nodes[2].addr()).await;
+    let urls = [nodes[0].url(), nodes[1].url(), proxy_c.url()];
+    let locks = LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .build()
+        .await
+        .expect("redlock");
+    let mut all = tokens(&locks, "stock", 4).await;
+    proxy_c.blackhole(true);
+    all.extend(tokens(&locks, "stock", 5).await);
+    proxy_c.blackhole(false);
+    nodes[0].kill().await;
+    nodes[1].restart().await;
+    all.extend(tokens(&locks, "stock", 6).await);
+    assert_increasing(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restored_from_a_snapshot_grants_nothing_during_its_restart_delay() {
+    let mut nodes = [
+        RedisServer::start().await,
+        RedisServer::start().await,
+        RedisServer::start().await,
+    ];
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let delay = Duration::from_secs(2);
+    let client = || {
+        LockClient::builder()
+            .redlock(urls.iter().cloned())
+            .restart_delay(delay)
+            .build_unchecked()
+            .expect("client")
+    };
+    let (x, y) = (client(), client());
+    // Snapshots of A and B from before the lock.
+    for node in &nodes[..2] {
+        let mut conn = raw_connection(node.url()).await;
+        let _: () = redis::cmd("SAVE")
+            .query_async(&mut conn)
+            .await
+            .expect("SAVE");
+    }
+    // The nodes are new: they grant once they are `delay` old.
+    let x_guard = x
+        .lock("stock")
+        .ttl(Duration::from_secs(2))
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("x takes the lock");
+    for node in &mut nodes[..2] {
+        node.restart_keeping_data().await; // the snapshot has no lock
+    }
+    let restarted = Instant::now();
+    // The marker a snapshot could bring back no longer exists: restarts
+    // are told by uptime.
+    let mut conn = raw_connection(nodes[0].url()).await;
+    let keys: Vec<String> = conn.keys("*").await.expect("KEYS");
+    assert!(keys.is_empty(), "snapshot restored {keys:?}");
+
+    let err = y
+        .lock("stock")
+        .acquire()
+        .await
+        .expect_err("A and B are in their restart delay");
+    assert!(err.to_string().contains("restart delay"), "{err}");
+    let y_guard = y
+        .lock("stock")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("after the delay");
+    assert!(
+        restarted.elapsed() >= delay,
+        "granted {:?} after the restart",
+        restarted.elapsed()
+    );
+    // By then x learned it lost its majority (its renewals failed on A and B).
+    assert!(!x_guard.is_held(), "two holders at once");
+    assert!(y_guard.fencing_token() > x_guard.fencing_token());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_counters_of_free_locks_expire_after_the_retention() {
+    const KEYS: usize = 100_000;
+    let server = RedisServer::start().await;
+    let locks = LockClient::builder()
+        .url(server.url())
+        .fencing_retention(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("connect");
+    let mut tasks = Vec::new();
+    for part in 0..64 {
+        let locks = locks.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (part..KEYS).step_by(64) {
+                let guard = locks
+                    .lock(format!("order:{i}"))
+                    .acquire()
+                    .await
+                    .expect("acquire");
+                guard.release().await.expect("release");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let mut conn = raw_connection(server.url()).await;
+    let left: usize = redis::cmd("DBSIZE")
+        .query_async(&mut conn)
+        .await
+        .expect("DBSIZE");
+    assert!(left > 0, "the counters are kept for the retention");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left: usize = redis::cmd("DBSIZE")
+            .query_async(&mut conn)
+            .await
+            .expect("DBSIZE");
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} keys still there 20 s later"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
