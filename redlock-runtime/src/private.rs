@@ -9,6 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::LockRequest;
+
+/// The Lua function `next_fence(key, retention_ms, time_reply)` that issues
+/// fencing tokens (at least Redis's clock in microseconds, and at least the
+/// counter + 1): for the idempotency layer's claim script, so that its
+/// tokens follow the same rule as the locks'.
+pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
 pub use crate::scope::OnLost;
 use crate::{ConfigError, LockClient, LockError};
 

@@ -37,6 +37,8 @@ pub const NEVER_REPLAYED: &[&str] = &[
 
 /// The headers stored with a response and replayed by default.
 pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
+    "content-encoding",
+    "content-range",
     "content-type",
     "content-language",
     "content-disposition",
@@ -111,6 +113,12 @@ pub(crate) struct Config {
 }
 
 impl Config {
+    /// Whether a response header is stored and replayed: allow-listed, or
+    /// one of [`BODY_HEADERS`].
+    pub(crate) fn replays(&self, name: &HeaderName) -> bool {
+        self.replay_headers.contains(name) || BODY_HEADERS.contains(&name.as_str())
+    }
+
     /// The response for a rejection, through `map_rejection` if set.
     pub(crate) fn reject(&self, rejection: IdempotencyRejection) -> Response {
         crate::metrics::outcome(match &rejection {
@@ -131,10 +139,17 @@ impl Config {
     }
 }
 
-/// The default store policy: 2xx and 4xx, but not 408, 409, 425 or 429.
+/// The response headers that describe the stored bytes themselves: always
+/// stored and replayed with a body, whatever the replay allow-list says, so
+/// a replay never sends gzip bytes without `content-encoding: gzip`.
+pub const BODY_HEADERS: &[&str] = &["content-encoding", "content-range"];
+
+/// The default store policy: 2xx and 4xx, but not 401 and 403 (the user may
+/// fix their credentials and retry with the same key), 408, 409, 425 or
+/// 429 (try again later).
 pub fn default_store_policy(status: StatusCode) -> bool {
     (status.is_success() || status.is_client_error())
-        && !matches!(status.as_u16(), 408 | 409 | 425 | 429)
+        && !matches!(status.as_u16(), 401 | 403 | 408 | 409 | 425 | 429)
 }
 
 /// A tower [`Layer`] that makes requests idempotent by key: a handler runs
@@ -410,7 +425,8 @@ impl<Sc> IdempotencyLayer<Sc> {
 
     /// Which responses are stored for replay; the key of any other is
     /// released so that a retry runs the handler again. Defaults to
-    /// [`default_store_policy`]: 2xx and 4xx, except 408, 409, 425 and 429.
+    /// [`default_store_policy`]: 2xx and 4xx, except 401, 403, 408, 409,
+    /// 425 and 429.
     /// (A panicking handler always releases its key.)
     pub fn store_if<F>(mut self, policy: F) -> Self
     where

@@ -54,10 +54,14 @@
 //! - **Completed**: a retry gets the stored status, allow-listed headers
 //!   ([`DEFAULT_REPLAY_HEADERS`]; never those in [`NEVER_REPLAYED`]) and
 //!   body, with `Idempotent-Replayed: true`, for 24 h
-//!   ([`retention`](IdempotencyLayer::retention)).
-//! - **What is stored**: 2xx and 4xx responses; for 5xx, 408, 409, 425, 429
-//!   and a panicking handler the key is released so that a retry runs
-//!   ([`store_if`](IdempotencyLayer::store_if)). A response larger than
+//!   ([`retention`](IdempotencyLayer::retention)). The headers that
+//!   describe the stored bytes ([`BODY_HEADERS`]: `content-encoding`,
+//!   `content-range`) always go with them: a body compressed by a layer
+//!   inside this one is replayed with its `content-encoding`.
+//! - **What is stored**: 2xx and 4xx responses; for 5xx, 401, 403, 408,
+//!   409, 425, 429 and a panicking handler the key is released so that a
+//!   retry runs ([`store_if`](IdempotencyLayer::store_if)): a user who fixed
+//!   their credentials is not answered with the old 401 for a day. A response larger than
 //!   [`store_limit`](IdempotencyLayer::store_limit) is sent to the client
 //!   and remembered as completed but not replayable: a retry gets
 //!   [`IdempotencyRejection::NotReplayable`], never the handler again and
@@ -102,7 +106,7 @@ mod service;
 
 pub use future::ResponseFuture;
 pub use layer::{
-    DEFAULT_REPLAY_HEADERS, IdempotencyLayer, NEVER_REPLAYED, NoScope, ScopeChosen, Scoped,
-    default_store_policy,
+    BODY_HEADERS, DEFAULT_REPLAY_HEADERS, IdempotencyLayer, NEVER_REPLAYED, NoScope, ScopeChosen,
+    Scoped, default_store_policy,
 };
 pub use service::{IDEMPOTENT_REPLAYED, Idempotency};

@@ -404,7 +404,7 @@ impl Claimed {
         tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = stored.status.as_u16(), "replaying the stored response");
         let mut headers = HeaderMap::new();
         for (name, value) in &stored.headers {
-            if self.config.replay_headers.contains(name) {
+            if self.config.replays(name) {
                 headers.append(name.clone(), value.clone());
             }
         }
@@ -667,7 +667,7 @@ where
     }
     let mut headers = HeaderMap::new();
     for (name, value) in &parts.headers {
-        if config.replay_headers.contains(name) {
+        if config.replays(name) {
             headers.append(name.clone(), value.clone());
         }
     }
@@ -869,6 +869,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn headers_describing_the_body_are_stored_whatever_the_allow_list() {
+        let mut config = config(64);
+        config.replay_headers = vec![http::header::CONTENT_TYPE];
+        let mut gzip = response(StatusCode::OK, vec![data("gz")]);
+        gzip.headers_mut()
+            .insert("content-encoding", HeaderValue::from_static("gzip"));
+        let Taken::Store { stored, .. } = take_response(gzip, &config).await else {
+            panic!("not stored")
+        };
+        assert_eq!(
+            stored.headers.get("content-encoding").map(|v| v.as_bytes()),
+            Some(&b"gzip"[..])
+        );
+        assert!(stored.headers.get("location").is_none(), "not allow-listed");
+    }
+
+    #[tokio::test]
     async fn a_large_response_is_delivered_whole_and_stored_without_its_body() {
         let taken = take_response(
             response(StatusCode::OK, vec![data("0123"), data("4567"), data("89")]),
@@ -925,7 +942,7 @@ mod tests {
 
     #[tokio::test]
     async fn statuses_outside_the_policy_are_released() {
-        for status in [500, 503, 408, 409, 425, 429, 302] {
+        for status in [500, 503, 401, 403, 408, 409, 425, 429, 302] {
             let status = StatusCode::from_u16(status).expect("status");
             let taken = take_response(response(status, vec![data("x")]), &config(64)).await;
             assert!(

@@ -145,6 +145,11 @@ pub(crate) enum StoreError {
     Pool(String),
     #[error("unexpected reply from Redis: {0}")]
     Reply(String),
+    #[error(
+        "the in-memory store holds {0} records, its most; use a Redis-backed LockClient for \
+         more, or a shorter retention"
+    )]
+    Full(usize),
 }
 
 impl StoreError {
@@ -153,7 +158,7 @@ impl StoreError {
         match self {
             Self::Timeout(_) | Self::Reply(_) => true,
             Self::Redis(e) => e.is_io_error() || e.is_timeout() || e.is_connection_dropped(),
-            Self::Pool(_) => false,
+            Self::Pool(_) | Self::Full(_) => false,
         }
     }
 }
@@ -208,7 +213,9 @@ impl IdempotencyStore {
                 r.claim(key, owner, fingerprint, lease, fence_ttl, limit)
                     .await
             }
-            Backend::Memory(m) => Ok(m.claim(key, owner, fingerprint, lease, fence_ttl)),
+            Backend::Memory(m) => m
+                .claim(key, owner, fingerprint, lease, fence_ttl)
+                .ok_or(StoreError::Full(memory::MAX_RECORDS)),
         }
     }
 
