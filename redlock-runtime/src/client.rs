@@ -334,6 +334,7 @@ pub struct LockClientBuilder {
     node_timeout: Duration,
     restart_delay: Option<Duration>,
     replicas: Option<Replicas>,
+    require_noeviction: bool,
     pool_size: u32,
     connection_timeout: Duration,
     settings: Settings,
@@ -354,6 +355,7 @@ impl fmt::Debug for LockClientBuilder {
             .field("node_timeout", &self.node_timeout)
             .field("restart_delay", &self.restart_delay)
             .field("replicas", &self.replicas)
+            .field("require_noeviction", &self.require_noeviction)
             .field("pool_size", &self.pool_size)
             .field("connection_timeout", &self.connection_timeout)
             .field("key_prefix", &self.settings.key_prefix)
@@ -373,6 +375,7 @@ impl Default for LockClientBuilder {
             node_timeout: Duration::from_millis(100),
             restart_delay: None,
             replicas: None,
+            require_noeviction: false,
             pool_size: 4,
             connection_timeout: Duration::from_secs(2),
             settings: Settings::defaults(String::new()),
@@ -494,6 +497,19 @@ impl LockClientBuilder {
         self
     }
 
+    /// Refuse to build ([`ConfigError::EvictingPolicy`]) when Redis may
+    /// evict keys under memory pressure: a `maxmemory` limit with a
+    /// `maxmemory-policy` other than `noeviction`. Lock keys and fencing
+    /// counters have an expiry, so `volatile-*` policies evict them as
+    /// readily as `allkeys-*`: a lock evicted while held is a lock two
+    /// owners get. Without this, [`build`](Self::build) only logs a warning
+    /// (and with `CONFIG` disabled, as on some managed services, a debug
+    /// line saying it could not check). Defaults to `false`.
+    pub fn require_noeviction(mut self, require: bool) -> Self {
+        self.require_noeviction = require;
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -561,6 +577,7 @@ impl LockClientBuilder {
     /// Redis cannot be reached within the connection timeout.
     pub async fn build(self) -> Result<LockClient, LockError> {
         let connection_timeout = self.connection_timeout;
+        let require_noeviction = self.require_noeviction;
         let client = self.build_unchecked()?;
         if let Backend::Quorum(backend) = client.backend() {
             backend.check().await.map_err(|e| LockError::Connect {
@@ -588,6 +605,17 @@ impl LockClientBuilder {
                     }
                 },
             })?;
+        }
+        let target = client.settings().target.clone();
+        for (target, policy) in client.backend().eviction_policies(&target).await {
+            let Some(policy) = policy else {
+                tracing::debug!(target: "redlock", %target, "could not read maxmemory-policy (CONFIG is disabled?); make sure Redis does not evict lock keys");
+                continue;
+            };
+            if require_noeviction {
+                return Err(ConfigError::EvictingPolicy { target, policy }.into());
+            }
+            tracing::warn!(target: "redlock", %target, %policy, "Redis may evict lock keys under memory pressure (maxmemory with maxmemory-policy {policy}): a lock evicted while held can be taken by a second owner; set maxmemory-policy noeviction");
         }
         Ok(client)
     }

@@ -221,7 +221,9 @@ impl LockError {
     }
 
     /// True for failures of Redis or the network that may pass if retried
-    /// ([`Redis`](Self::Redis) I/O errors, [`Timeout`](Self::Timeout),
+    /// ([`Redis`](Self::Redis) I/O errors and refusals for now: `LOADING`,
+    /// `BUSY`, `TRYAGAIN`, `MASTERDOWN`, `READONLY`, `CLUSTERDOWN`;
+    /// [`Timeout`](Self::Timeout),
     /// [`Pool`](Self::Pool), [`Connect`](Self::Connect),
     /// [`Quorum`](Self::Quorum), [`Replicas`](Self::Replicas)).
     pub fn is_transient(&self) -> bool {
@@ -258,12 +260,39 @@ impl LockError {
     }
 }
 
+/// A failure that may pass: the connection failed, or Redis refused for
+/// now (see [`is_refused_for_now`]).
 pub(crate) fn is_transient_redis(e: &redis::RedisError) -> bool {
+    is_connection_failure(e) || is_refused_for_now(e)
+}
+
+/// The connection failed during the command: it may or may not have run.
+pub(crate) fn is_connection_failure(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+}
+
+/// Error codes with which Redis refuses a command for a while, without
+/// running it: loading its data after a restart (`LOADING`), running a slow
+/// script (`BUSY`), a failover or slot move in progress (`TRYAGAIN`,
+/// `MASTERDOWN`, `READONLY` from a primary just demoted, `CLUSTERDOWN`).
+/// An acquire with a wait retries through them instead of failing at once.
+const REFUSED_FOR_NOW: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "READONLY",
+    "CLUSTERDOWN",
+];
+
+/// Redis refused the command for now (one of [`REFUSED_FOR_NOW`]): it did
+/// not run, and may once Redis is ready.
+pub(crate) fn is_refused_for_now(e: &redis::RedisError) -> bool {
+    e.code().is_some_and(|code| REFUSED_FOR_NOW.contains(&code))
 }
 
 /// Why a lock is known or presumed lost.
@@ -371,6 +400,19 @@ pub enum ConfigError {
         /// The limit.
         max: usize,
     },
+    /// Redis may evict lock keys, and the client was asked to refuse that
+    /// ([`LockClientBuilder::require_noeviction`](crate::LockClientBuilder::require_noeviction)).
+    #[error(
+        "Redis at {target} may evict lock keys under memory pressure (maxmemory is set with \
+         maxmemory-policy {policy}), and a lock evicted while held can be taken by a second \
+         owner; set `maxmemory-policy noeviction` on it (or remove the maxmemory limit)"
+    )]
+    EvictingPolicy {
+        /// The server, password redacted.
+        target: String,
+        /// Its `maxmemory-policy`.
+        policy: String,
+    },
     /// `#[distributed_lock]` without `client = ..` ran before any client was
     /// installed.
     #[error(
@@ -379,4 +421,35 @@ pub enum ConfigError {
          its own client with `client = ..`"
     )]
     NotInstalled,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(code: &str) -> redis::RedisError {
+        redis::make_extension_error(code.to_owned(), Some("detail".to_owned()))
+    }
+
+    #[test]
+    fn refusals_for_now_are_transient_and_ran_nothing() {
+        for code in REFUSED_FOR_NOW {
+            let e = server_error(code);
+            assert!(is_transient_redis(&e), "{code}");
+            assert!(
+                !is_connection_failure(&e),
+                "{code}: Redis refused, nothing ran"
+            );
+        }
+        let typed = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading),
+            "loading",
+        ));
+        assert!(is_transient_redis(&typed));
+        for code in ["ERR", "WRONGTYPE", "NOPERM", "NOSCRIPT"] {
+            assert!(!is_transient_redis(&server_error(code)), "{code}");
+        }
+        let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(is_transient_redis(&io) && is_connection_failure(&io));
+    }
 }

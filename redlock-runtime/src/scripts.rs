@@ -99,9 +99,11 @@ return 0
 /// `lockAtLeastFor`), measured on Redis's clock: if the minimum is not over,
 /// shortens the lease to what is left of it; else deletes the lock.
 ///
-/// `KEYS[1]` lock; `ARGV[1]` token, `ARGV[2]` acquire time on Redis's clock
-/// (ms), `ARGV[3]` minimum hold (ms). Returns 0 (not the owner), 1 (deleted)
-/// or 2 (left to expire when the minimum hold ends).
+/// `KEYS[1]` lock, `KEYS[2]` the fair queue (absent for an unfair lock);
+/// `ARGV[1]` token, `ARGV[2]` acquire time on Redis's clock (ms), `ARGV[3]`
+/// minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
+/// expire when the minimum hold ends). A deletion publishes the first fair
+/// waiter's token, as [`FAIR_RELEASE`] does, so that it is the one woken.
 pub(crate) static RELEASE_AFTER_HOLD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -116,7 +118,7 @@ if left > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1], '')
+redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
 return 1
 ",
     )

@@ -216,8 +216,16 @@ impl Drop for Watch {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let channel = std::mem::take(&mut self.channel);
+            let inner = Arc::clone(&self.inner);
             runtime.spawn(async move {
-                let _ = sink.unsubscribe(channel).await;
+                let _ = sink.unsubscribe(&channel).await;
+                // A new waiter may have subscribed while this was on its
+                // way, and this unsubscribe then undid it: subscribe again
+                // (the waiter polls meanwhile, so a release in between only
+                // costs it one backoff step).
+                if inner.state().channels.contains_key(&channel) {
+                    let _ = sink.subscribe(&channel).await;
+                }
             });
         }
     }

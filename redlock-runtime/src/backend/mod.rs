@@ -86,7 +86,7 @@ impl OpError {
     /// though no answer came back.
     pub(crate) fn outcome_unknown(&self) -> bool {
         match self {
-            Self::Redis(e) => crate::error::is_transient_redis(e),
+            Self::Redis(e) => crate::error::is_connection_failure(e),
             // The write reached the primary; too few replicas have it.
             Self::Timeout(_) | Self::Replicas { .. } => true,
             Self::Pool { .. } | Self::Restarted { .. } => false,
@@ -243,6 +243,28 @@ impl Backend {
             Self::Memory(b) => Ok(b.give_back(keys, token, fair)),
             Self::Quorum(b) => Ok((b.give_back(keys, token, limit).await?, None)),
         }
+    }
+}
+
+impl Backend {
+    /// Each Redis server that may evict keys (a `maxmemory` limit with a
+    /// policy other than `noeviction`), with the policy; `None` for one
+    /// whose config could not be read. `target` names a single server.
+    pub(crate) async fn eviction_policies(&self, target: &str) -> Vec<(String, Option<String>)> {
+        let nodes: Vec<(&redis::RedisBackend, &str)> = match self {
+            Self::Memory(_) => return Vec::new(),
+            Self::Redis(b) => vec![(b, target)],
+            Self::Quorum(q) => q.nodes(),
+        };
+        let mut out = Vec::new();
+        for (backend, name) in nodes {
+            match backend.eviction_policy().await {
+                Ok(None) => {}
+                Ok(Some(policy)) => out.push((name.to_owned(), Some(policy))),
+                Err(_) => out.push((name.to_owned(), None)),
+            }
+        }
+        out
     }
 }
 

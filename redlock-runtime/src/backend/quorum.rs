@@ -639,6 +639,14 @@ impl QuorumBackend {
         })
     }
 
+    /// Each node's backend and name.
+    pub(crate) fn nodes(&self) -> Vec<(&RedisBackend, &str)> {
+        self.nodes
+            .iter()
+            .map(|n| (&n.backend, n.name.as_str()))
+            .collect()
+    }
+
     /// At least a majority of the nodes answer.
     pub(crate) async fn check(&self) -> Result<(), OpError> {
         let answers = self

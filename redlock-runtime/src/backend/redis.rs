@@ -377,15 +377,20 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<HoldRelease, OpError> {
         let hold_ms = millis_ceil(hold);
+        let queue = keys.queue();
         let done: i64 = self
-            .run(On::Plain, Some(token), limit, |mut link| async move {
-                scripts::RELEASE_AFTER_HOLD
-                    .key(&keys.lock)
-                    .arg(token)
-                    .arg(at_ms)
-                    .arg(hold_ms)
-                    .invoke_async(&mut link.conn)
-                    .await
+            .run(On::Plain, Some(token), limit, |mut link| {
+                let queue = &queue;
+                async move {
+                    scripts::RELEASE_AFTER_HOLD
+                        .key(&keys.lock)
+                        .key(queue)
+                        .arg(token)
+                        .arg(at_ms)
+                        .arg(hold_ms)
+                        .invoke_async(&mut link.conn)
+                        .await
+                }
             })
             .await?;
         Ok(match done {
@@ -538,6 +543,30 @@ impl RedisBackend {
             })
             .await?;
         Ok(done == 1)
+    }
+
+    /// `Some(policy)` when Redis may evict keys: a `maxmemory` limit with a
+    /// `maxmemory-policy` other than `noeviction`.
+    pub(crate) async fn eviction_policy(&self) -> Result<Option<String>, OpError> {
+        let limit = Duration::from_millis(500);
+        let (maxmemory, policy): (Vec<String>, Vec<String>) = self
+            .run(On::Plain, None, limit, |mut link| async move {
+                redis::pipe()
+                    .cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory")
+                    .cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy")
+                    .query_async(&mut link.conn)
+                    .await
+            })
+            .await?;
+        let limited = maxmemory.get(1).is_some_and(|v| v != "0");
+        Ok(match policy.get(1) {
+            Some(policy) if limited && policy != "noeviction" => Some(policy.clone()),
+            _ => None,
+        })
     }
 
     /// Takes a connection now, so a client that builds successfully has
