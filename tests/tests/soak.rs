@@ -1,0 +1,609 @@
+//! The standing adversarial soak (issue 12): random faults and random
+//! cancellations together, on every topology, bounded in time.
+//!
+//! Workers contend for one key. Each round picks at random: a plain
+//! acquire and release; an acquire cut short by a random timeout; a `run`
+//! whose whole future is cut short by a random timeout; an acquire whose
+//! guard is dropped instead of released. A holder writes to a fenced store
+//! at the start and the end of its critical section, with its fencing
+//! token, while it believes it holds the lock. Meanwhile the topology's
+//! fault loop adds latency, cuts connections, kills, pauses and restarts
+//! servers (empty, from an RDB snapshot, from an AOF).
+//!
+//! Passes when:
+//! - the fenced store accepts no stale write: a write whose token equals
+//!   the highest accepted but comes from another holder (a repeated token
+//!   is the only way a stale holder gets past a `>=` check);
+//! - a critical section that began after another ended has a larger token;
+//! - where the topology promises it (persistence that survives the faults,
+//!   a quorum with a restart delay, replica-acknowledged writes), no two
+//!   critical sections that both held the lock throughout overlap;
+//! - once the faults stop, nothing is left held: every cancelled acquire
+//!   was given back (the key is gone within the give-back window).
+//!
+//! Run with `--nocapture` to see the figures of each topology.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock_runtime::{LockClient, RetryPolicy, current_lock};
+use redlock_tests::{FaultProxy, RedisServer, key_exists, raw_connection, start_replica};
+use tokio::task::JoinHandle;
+
+const KEY: &str = "soak";
+const TTL: Duration = Duration::from_millis(1_500);
+const SOAK: Duration = Duration::from_secs(10);
+
+/// Accepts a write only with a token at least as high as any accepted.
+#[derive(Default)]
+struct FencedStore {
+    highest: u64,
+    /// The section that wrote `highest`.
+    writer: usize,
+    accepted: usize,
+    rejected: usize,
+    /// Writes accepted with the highest token from another section: a
+    /// stale holder that got past the fence with a repeated token.
+    stale_accepted: usize,
+}
+
+impl FencedStore {
+    fn write(&mut self, token: u64, section: usize) {
+        if token < self.highest {
+            self.rejected += 1;
+            return;
+        }
+        if token == self.highest && section != self.writer && self.accepted > 0 {
+            self.stale_accepted += 1;
+        }
+        self.highest = token;
+        self.writer = section;
+        self.accepted += 1;
+    }
+}
+
+/// One critical section, as its holder saw it.
+#[derive(Debug, Clone, Copy)]
+struct Section {
+    token: u64,
+    begin: Instant,
+    end: Instant,
+    /// Held at the start and at the end, as far as the holder knew.
+    valid: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    acquisitions: AtomicUsize,
+    cancellations: AtomicUsize,
+    busy: AtomicUsize,
+    errors: AtomicUsize,
+    next_section: AtomicUsize,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    store: Mutex<FencedStore>,
+    sections: Mutex<Vec<Section>>,
+    counters: Counters,
+}
+
+impl Shared {
+    /// One critical section with `token`, checking `held` at each end.
+    async fn section(&self, token: u64, held: impl Fn() -> bool, work: Duration) {
+        let id = self.counters.next_section.fetch_add(1, Ordering::Relaxed);
+        self.counters.acquisitions.fetch_add(1, Ordering::Relaxed);
+        let begin = Instant::now();
+        let at_begin = held();
+        if at_begin {
+            self.store.lock().expect("store").write(token, id);
+        }
+        tokio::time::sleep(work).await;
+        let at_end = held();
+        if at_end {
+            self.store.lock().expect("store").write(token, id);
+        }
+        self.sections.lock().expect("sections").push(Section {
+            token,
+            begin,
+            end: Instant::now(),
+            valid: at_begin && at_end,
+        });
+    }
+}
+
+/// The workers of one soak.
+struct Soak {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    started: Instant,
+}
+
+impl Soak {
+    fn start(clients: &[LockClient], seed: u64) -> Soak {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            store: Mutex::default(),
+            sections: Mutex::default(),
+            counters: Counters::default(),
+        });
+        let workers = clients
+            .iter()
+            .cycle()
+            .take(6)
+            .enumerate()
+            .map(|(w, client)| {
+                tokio::spawn(worker(client.clone(), Arc::clone(&shared), seed + w as u64))
+            })
+            .collect();
+        Soak {
+            shared,
+            workers,
+            started: Instant::now(),
+        }
+    }
+
+    fn running(&self) -> bool {
+        self.started.elapsed() < SOAK
+    }
+
+    /// Stops the workers, checks the invariants, prints the figures.
+    async fn finish(self, name: &str, faults: usize, exclusive: bool, urls: &[String]) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for worker in self.workers {
+            tokio::time::timeout(Duration::from_secs(15), worker)
+                .await
+                .expect("workers stop")
+                .expect("no panic");
+        }
+        // Every abandoned acquire was given back: nothing is left held.
+        for url in urls {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while key_exists(url, &format!("lock:{{{KEY}}}")).await {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: the lock is still held on {url} after the soak"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let mut sections = self.shared.sections.lock().expect("sections").clone();
+        sections.sort_by_key(|s| s.begin);
+        let valid: Vec<Section> = sections.iter().copied().filter(|s| s.valid).collect();
+        let overlaps = valid.windows(2).filter(|w| w[0].end > w[1].begin).count();
+        let mut out_of_order = 0;
+        for (i, a) in valid.iter().enumerate() {
+            for b in &valid[i + 1..] {
+                if b.begin > a.end && b.token <= a.token {
+                    out_of_order += 1;
+                }
+            }
+        }
+        let store = self.shared.store.lock().expect("store");
+        let c = &self.shared.counters;
+        println!(
+            "soak {name} {SOAK:?}: faults {faults}, cancellations {}, acquisitions {} ({} held \
+             throughout), busy {}, failed {}; fenced store: {} accepted, {} rejected, stale \
+             accepted {}; overlapping sections {overlaps}; later sections with a smaller token \
+             {out_of_order}",
+            c.cancellations.load(Ordering::Relaxed),
+            sections.len(),
+            valid.len(),
+            c.busy.load(Ordering::Relaxed),
+            c.errors.load(Ordering::Relaxed),
+            store.accepted,
+            store.rejected,
+            store.stale_accepted,
+        );
+        assert!(faults >= 10, "{name}: the fault loop ran ({faults})");
+        assert!(
+            c.cancellations.load(Ordering::Relaxed) >= 10,
+            "{name}: cancellations ran"
+        );
+        assert!(
+            valid.len() >= 20,
+            "{name}: too few acquisitions ({})",
+            valid.len()
+        );
+        assert_eq!(
+            store.stale_accepted, 0,
+            "{name}: a stale write was accepted"
+        );
+        assert_eq!(
+            out_of_order, 0,
+            "{name}: a later holder had a smaller token"
+        );
+        if exclusive {
+            assert_eq!(overlaps, 0, "{name}: two holders held the lock at once");
+        }
+    }
+}
+
+async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let counters = &shared.counters;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let work = Duration::from_millis(rng.u64(2..25));
+        let request = client.lock(KEY).ttl(TTL).wait(Duration::from_millis(400));
+        match rng.u8(0..4) {
+            // Plain: acquire, work, release.
+            0 => match request.acquire().await {
+                Ok(guard) => {
+                    shared
+                        .section(guard.fencing_token(), || guard.is_held(), work)
+                        .await;
+                    let _ = guard.release().await;
+                }
+                Err(e) if e.is_busy() => {
+                    counters.busy.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            // An acquire cut short at a random point.
+            1 => {
+                let cut = Duration::from_millis(rng.u64(1..120));
+                match tokio::time::timeout(cut, request.acquire()).await {
+                    Err(_) => {
+                        counters.cancellations.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Ok(guard)) => {
+                        shared
+                            .section(guard.fencing_token(), || guard.is_held(), work)
+                            .await;
+                        drop(guard); // released from a spawned task
+                    }
+                    Ok(Err(_)) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            // A whole `run` cut short, maybe in its body.
+            2 => {
+                let cut = Duration::from_millis(rng.u64(1..150));
+                let shared_body = Arc::clone(&shared);
+                let body = async move {
+                    if let Some(held) = current_lock() {
+                        let check = held.clone();
+                        shared_body
+                            .section(held.fencing_token(), move || check.is_held(), work)
+                            .await;
+                    }
+                };
+                if tokio::time::timeout(cut, request.run(body)).await.is_err() {
+                    counters.cancellations.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // A guard dropped, never released.
+            _ => {
+                if let Ok(guard) = request.acquire().await {
+                    shared
+                        .section(guard.fencing_token(), || guard.is_held(), work)
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+fn client(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .command_timeout(Duration::from_millis(300))
+        .connection_timeout(Duration::from_millis(300))
+        .retry(RetryPolicy::new(
+            Duration::from_millis(2),
+            Duration::from_millis(50),
+        ))
+        .build_unchecked()
+        .expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_with_aof_always() {
+    let mut server =
+        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let clients = [client(&proxy.url()), client(&proxy.url())];
+    let soak = Soak::start(&clients, 1);
+    let mut rng = fastrand::Rng::with_seed(11);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..5) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
+            1 => proxy.cut_all(),
+            2 => {
+                server.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(50..400))).await;
+                server.resume();
+            }
+            // AOF with fsync on every write: the lock survives a SIGKILL.
+            3 => server.restart_keeping_data().await,
+            _ => proxy.set_latency(Duration::ZERO),
+        }
+        faults += 1;
+    }
+    proxy.set_latency(Duration::ZERO);
+    soak.finish("one Redis, AOF always", faults, true, &[server.url()])
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
+    // Locks do not survive these restarts (documented): holders may
+    // overlap, and the fencing tokens must still keep the store safe.
+    let mut server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let clients = [client(&proxy.url()), client(&proxy.url())];
+    let soak = Soak::start(&clients, 2);
+    let mut rng = fastrand::Rng::with_seed(22);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..5) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
+            1 => {
+                let mut conn = raw_connection(server.url()).await;
+                let _: redis::RedisResult<()> = redis::cmd("SAVE").query_async(&mut conn).await;
+            }
+            2 => server.restart_keeping_data().await, // back to the last snapshot
+            3 => server.restart().await,              // empty
+            _ => {
+                server.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
+                server.resume();
+            }
+        }
+        faults += 1;
+    }
+    proxy.set_latency(Duration::ZERO);
+    soak.finish(
+        "one Redis, restarts empty and from RDB",
+        faults,
+        false,
+        &[server.url()],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_primary_with_an_acknowledging_replica() {
+    let primary = RedisServer::start().await;
+    let replica = start_replica(&primary).await;
+    let proxy = FaultProxy::start(primary.addr()).await;
+    let replicated = |url: &str| {
+        LockClient::builder()
+            .url(url)
+            .replicas(1, Duration::from_millis(100))
+            .command_timeout(Duration::from_millis(300))
+            .connection_timeout(Duration::from_millis(300))
+            .retry(RetryPolicy::new(
+                Duration::from_millis(2),
+                Duration::from_millis(50),
+            ))
+            .build_unchecked()
+            .expect("client")
+    };
+    let clients = [replicated(&proxy.url()), replicated(&proxy.url())];
+    let soak = Soak::start(&clients, 3);
+    let mut rng = fastrand::Rng::with_seed(33);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..4) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
+            1 => proxy.cut_all(),
+            2 => {
+                replica.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(50..400))).await;
+                replica.resume();
+            }
+            _ => {
+                primary.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
+                primary.resume();
+            }
+        }
+        faults += 1;
+    }
+    proxy.set_latency(Duration::ZERO);
+    soak.finish("primary + replica, WAIT 1", faults, true, &[primary.url()])
+        .await;
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum NodeState {
+    Up,
+    Killed,
+    Paused,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_redlock_five_nodes() {
+    let mut nodes = Vec::new();
+    for _ in 0..5 {
+        nodes.push(RedisServer::start().await);
+    }
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let redlock = || {
+        LockClient::builder()
+            .redlock(urls.iter().cloned())
+            .node_timeout(Duration::from_millis(50))
+            .connection_timeout(Duration::from_millis(200))
+            .command_timeout(Duration::from_millis(200))
+            // A node that restarts waits out the longest ttl.
+            .restart_delay(TTL)
+            .retry(RetryPolicy::new(
+                Duration::from_millis(2),
+                Duration::from_millis(50),
+            ))
+            .build_unchecked()
+            .expect("client")
+    };
+    let clients = [redlock(), redlock(), redlock()];
+    let soak = Soak::start(&clients, 4);
+    // At most two nodes down or paused at a time.
+    let mut state = [NodeState::Up; 5];
+    let mut rng = fastrand::Rng::with_seed(44);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..450))).await;
+        let faulty: Vec<usize> = (0..5).filter(|&i| state[i] != NodeState::Up).collect();
+        let up: Vec<usize> = (0..5).filter(|&i| state[i] == NodeState::Up).collect();
+        if faulty.len() == 2 || (!faulty.is_empty() && rng.bool()) {
+            let i = faulty[rng.usize(..faulty.len())];
+            if state[i] == NodeState::Killed {
+                nodes[i].restart().await;
+            } else {
+                nodes[i].resume();
+            }
+            state[i] = NodeState::Up;
+        } else {
+            let i = up[rng.usize(..up.len())];
+            if rng.bool() {
+                nodes[i].kill().await;
+                state[i] = NodeState::Killed;
+            } else {
+                nodes[i].pause();
+                state[i] = NodeState::Paused;
+            }
+        }
+        faults += 1;
+    }
+    for (i, node) in nodes.iter_mut().enumerate() {
+        match state[i] {
+            NodeState::Paused => node.resume(),
+            NodeState::Killed => node.restart().await,
+            NodeState::Up => {}
+        }
+    }
+    soak.finish("Redlock, 5 nodes, restart delay", faults, true, &urls)
+        .await;
+}
+
+mod axum_support;
+
+/// Idempotent requests under the same treatment: two servers share a Redis
+/// behind a faulty proxy; clients send requests on a few keys and cut them
+/// short at random (the connection is dropped); each handler run writes to
+/// a fenced store per key with the claim's fencing token at its start and
+/// its end. A lease that runs out lets a retry run the handler again (by
+/// design), and then the store must refuse the older run's late write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_idempotent_requests() {
+    use axum::routing::post;
+    use axum::{Extension, Router};
+    use redlock_axum::{IdempotencyContext, IdempotencyLayer};
+    use std::collections::HashMap;
+
+    type Stores = Arc<Mutex<HashMap<String, FencedStore>>>;
+    let mut server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let stores: Stores = Arc::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut apps = Vec::new();
+    for _ in 0..2 {
+        let locks = client(&proxy.url());
+        let (stores, runs) = (Arc::clone(&stores), Arc::clone(&runs));
+        let layer = IdempotencyLayer::new(&locks)
+            .global_scope()
+            .lease(Duration::from_millis(600))
+            .retention(Duration::from_secs(2));
+        let app = Router::new()
+            .route(
+                "/pay",
+                post(
+                    move |Extension(idem): Extension<IdempotencyContext>, body: String| {
+                        let (stores, runs) = (Arc::clone(&stores), Arc::clone(&runs));
+                        async move {
+                            let id = runs.fetch_add(1, Ordering::Relaxed);
+                            let token = idem.fencing_token();
+                            let write = |stores: &Stores| {
+                                stores
+                                    .lock()
+                                    .expect("stores")
+                                    .entry(body.clone())
+                                    .or_default()
+                                    .write(token, id);
+                            };
+                            write(&stores);
+                            let work = fastrand::u64(0..300);
+                            tokio::time::sleep(Duration::from_millis(work)).await;
+                            write(&stores);
+                            "paid"
+                        }
+                    },
+                ),
+            )
+            .layer(layer);
+        apps.push(axum_support::serve(app).await);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let cancellations = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for c in 0..6u64 {
+        let addrs: Vec<_> = apps.iter().map(|a| a.addr).collect();
+        let (stop, cancellations) = (Arc::clone(&stop), Arc::clone(&cancellations));
+        clients.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(500 + c);
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("pay-{}", rng.u8(0..12));
+                let addr = addrs[rng.usize(..addrs.len())];
+                let request =
+                    axum_support::post(addr, "/pay", Some(format!("\"{key}\"").as_bytes()), &key);
+                let cut = Duration::from_millis(rng.u64(1..400));
+                if tokio::time::timeout(cut, axum_support::send(addr, request))
+                    .await
+                    .is_err()
+                {
+                    cancellations.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(55);
+    let mut faults = 0;
+    while started.elapsed() < SOAK {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..4) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
+            1 => proxy.cut_all(),
+            2 => {
+                server.pause();
+                tokio::time::sleep(Duration::from_millis(rng.u64(100..900))).await;
+                server.resume();
+            }
+            _ => server.restart().await,
+        }
+        faults += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in clients {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("clients stop")
+            .expect("no panic");
+    }
+    let stores = stores.lock().expect("stores");
+    let (accepted, rejected, stale) = stores.values().fold((0, 0, 0), |(a, r, s), st| {
+        (a + st.accepted, r + st.rejected, s + st.stale_accepted)
+    });
+    let cancellations = cancellations.load(Ordering::Relaxed);
+    println!(
+        "soak idempotent requests {SOAK:?}: faults {faults}, cancelled requests {cancellations}, \
+         handler runs {}; fenced stores: {accepted} accepted, {rejected} rejected, stale \
+         accepted {stale}",
+        runs.load(Ordering::Relaxed)
+    );
+    assert!(
+        faults >= 10 && cancellations >= 10,
+        "faults {faults}, cancellations {cancellations}"
+    );
+    assert!(runs.load(Ordering::Relaxed) >= 12, "the handlers ran");
+    assert_eq!(stale, 0, "a stale handler run's write was accepted");
+}
