@@ -426,12 +426,16 @@ impl LockClientBuilder {
         self
     }
 
-    /// Redlock: a node that lost its data (it restarted without persistence)
-    /// grants no lock until this long after it came back, so it cannot help
-    /// a second owner to a majority while the first still holds the lock on
-    /// other nodes. Set it to the longest ttl in use. A node is told apart
-    /// by a key it keeps (`<prefix>__node_epoch`): a node seen for the first
-    /// time also waits out the delay once. Defaults to none.
+    /// Redlock: a node grants no lock until this long after it started, so
+    /// a node that restarted (and forgot the locks it held, whatever its
+    /// persistence short of `appendfsync always`) cannot help a second owner
+    /// to a majority while the first still holds the lock on other nodes.
+    /// Set it to the longest ttl in use. The start is read from the node
+    /// itself (`INFO server` uptime against `TIME`) on each new connection,
+    /// never from its data, so a node restored from a snapshot cannot look
+    /// older than it is; a node started less than the delay ago when the
+    /// client first meets it also waits it out. See the crate docs,
+    /// "Restarted nodes". Defaults to none.
     pub fn restart_delay(mut self, delay: Duration) -> Self {
         self.restart_delay = Some(delay);
         self
@@ -439,11 +443,16 @@ impl LockClientBuilder {
 
     /// One Redis primary with replicas: after each acquire and renewal, wait
     /// (`WAIT count timeout`) until `count` replicas have the write. An
-    /// acquire that fewer replicas acknowledge is released at once and fails
-    /// with [`LockError::Replicas`]; a renewal that fewer acknowledge does
-    /// not count (the lock is presumed lost if none counts before the lease
-    /// ends). So a failover to a replica cannot lose a lock the client
-    /// believes held. Defaults to none (no wait).
+    /// acquire that fewer replicas acknowledge does not count: it is tried
+    /// again within the wait, and given back (retried until its lease would
+    /// end) when the acquire fails with [`LockError::Replicas`]; a renewal
+    /// that fewer acknowledge does not count (the lock is presumed lost if
+    /// none counts before the lease ends). So a failover to a replica cannot
+    /// lose a lock the client believes held. `WAIT` blocks the connection it
+    /// runs on, so these writes use connections of their own (a second pool
+    /// of `pool_size`; with [`pool`](Self::pool), half of that pool's
+    /// connections, kept checked out): releases never wait behind a `WAIT`.
+    /// Defaults to none (no wait).
     pub fn replicas(mut self, count: u32, timeout: Duration) -> Self {
         self.replicas = Some(Replicas { count, timeout });
         self

@@ -233,7 +233,9 @@ impl Shared {
         let backend = self.client.backend();
         match self.hold {
             None if self.fair => {
-                let (released, next) = backend.release_fair(&self.keys, &self.token, limit).await?;
+                let (released, next) = backend
+                    .release_fair(&self.keys, &self.token, self.fence, limit)
+                    .await?;
                 if released && matches!(backend, crate::backend::Backend::Memory(_)) {
                     // Redis publishes from the release script.
                     self.client
@@ -243,7 +245,9 @@ impl Shared {
                 Ok(released)
             }
             None => {
-                let released = backend.release(&self.keys, &self.token, limit).await?;
+                let released = backend
+                    .release(&self.keys, &self.token, self.fence, limit)
+                    .await?;
                 if released && matches!(backend, crate::backend::Backend::Memory(_)) {
                     self.client
                         .wakeups()
@@ -253,7 +257,14 @@ impl Shared {
             }
             Some(hold) => {
                 let done = backend
-                    .release_after_hold(&self.keys, &self.token, hold.at_ms, hold.min, limit)
+                    .release_after_hold(
+                        &self.keys,
+                        &self.token,
+                        hold.at_ms,
+                        hold.min,
+                        self.fence,
+                        limit,
+                    )
                     .await?;
                 if done == HoldRelease::HeldUntilMinimum {
                     tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");

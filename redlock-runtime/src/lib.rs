@@ -27,8 +27,18 @@
 //! # How a lock works
 //!
 //! - **Acquire** is one round trip: a Lua script runs `SET key token NX PX ttl`
-//!   and, when it succeeds, increments the key's fencing counter (kept beside
-//!   it under the same `{hash tag}`). The token is a random UUID v4.
+//!   and, when it succeeds, issues the key's fencing token from a counter
+//!   kept beside it under the same `{hash tag}` (see "Fencing tokens"
+//!   below). The token is a random UUID v4.
+//! - **Cancelling an acquire** (dropping its future at any `.await`, or a
+//!   caller's timeout) leaves nothing held: an attempt that may have taken
+//!   the lock (on its way, or its answer lost) is given back by a release
+//!   sent on the same connection as the attempt, so Redis runs it after the
+//!   attempt however late that arrives, and retried until the lease would
+//!   have ended anyway. Another owner gets the key within about one command
+//!   timeout of the give-up once Redis answers (a paused Redis included);
+//!   the same holds per node under Redlock, and after too few `WAIT`
+//!   acknowledgements.
 //! - **Release** and **extend** are Lua compare-then-act scripts: they act only
 //!   while the key still holds this owner's token, so a lock that expired and
 //!   passed to someone else is never deleted or extended by its old owner.
@@ -54,8 +64,9 @@
 //! - **Scheduler holds** ([`LockRequest::hold_at_least`]) keep other nodes
 //!   out for a minimum time measured on Redis's clock.
 //! - **Fencing tokens** ([`LockGuard::fencing_token`]) strictly increase with
-//!   each acquisition of a key; the counter never expires. Pass the token to
-//!   the store you write to, and have it reject lower tokens.
+//!   each acquisition of a key, across restarts and snapshot restores (see
+//!   "Fencing tokens"). Pass the token to the store you write to, and have
+//!   it reject lower tokens.
 //! - **Dropping** a guard releases the lock from a spawned task; `drop` never
 //!   blocks and never panics, even outside a runtime (then the lease runs out).
 //!
@@ -87,8 +98,8 @@
 //!
 //! | mode | build it with | survives | does not survive |
 //! |---|---|---|---|
-//! | one Redis | [`LockClient::connect`] | holder crashes (the lease ends), network blips shorter than the lease, Redis restarts *with* persistence (AOF) | Redis down (no lock can be taken: requests fail with a typed error, never "busy"); a restart *without* persistence while a lock is held (the lock is forgotten) |
-//! | a primary with replicas | [`LockClientBuilder::replicas`]`(n, timeout)` | all of the above, and a failover to a replica: every acquire and renewal waits until `n` replicas have it, else the lock is not held | losing the primary and all `n` acknowledging replicas at once; Redis's asynchronous replication is made synchronous only for lock writes |
+//! | one Redis | [`LockClient::connect`] | holder crashes (the lease ends), network blips shorter than the lease, Redis restarts with `appendonly yes` + `appendfsync always`; `LOADING`, `BUSY` and similar refusals (retried within the wait) | Redis down (no lock can be taken: requests fail with a typed error, never "busy"); a restart without persistence, or from an RDB snapshot, while a lock is held (the lock is forgotten; fencing tokens still increase) |
+//! | a primary with replicas | [`LockClientBuilder::replicas`]`(n, timeout)` | all of the above, and a failover to a replica: every acquire and renewal waits until `n` replicas have it, else the lock is not held (an unacknowledged acquire is given back). `WAIT` runs on connections of its own, so it never delays a release | losing the primary and all `n` acknowledging replicas at once; Redis's asynchronous replication is made synchronous only for lock writes |
 //! | Redlock, 3 or 5 independent masters | [`LockClient::redlock`] / [`LockClientBuilder::redlock`] | any minority of nodes down, hung (paused) or cut off; a holder cut off from the majority learns it lost the lock (its validity ends) before anyone else can take it | a majority down (requests fail with [`LockError::Quorum`], saying which nodes failed); nodes that restart without persistence, unless [`restart_delay`](LockClientBuilder::restart_delay) is set to the longest ttl |
 //!
 //! In every mode, a holder that stops for longer than its lease (a GC or VM
@@ -98,25 +109,23 @@
 //! reject a token lower than the highest it has seen (a conditional
 //! `UPDATE .. WHERE fence <= $token`, a compare-and-set).
 //!
-//! **Fencing under a quorum.** Each node increments its own counter when
-//! it grants the lock; the client then raises the counter to the largest
-//! value it saw on a majority (a max-assign script), and that value is the
-//! token. Any two majorities share a node. The next holder's majority so
-//! includes a node whose counter is already at least this token, and
-//! increments it: the next token is strictly larger. Counters of a node
-//! that restarts without persistence start again from zero; the majority
-//! rule still carries the largest value forward as long as one node of
-//! every majority kept its data, and the `redlock` tests check tokens
-//! across changing majorities and a paused holder.
-//!
-//! **Restarted nodes.** A node that restarts empty forgets the locks it
-//! held: together with one other node it can hand a second owner a
-//! majority while the first owner still holds the lock on the rest. The
-//! mitigations: run the nodes with persistence (`appendonly yes`,
-//! `appendfsync always` to be strict), or delay their return by the
-//! longest ttl. [`LockClientBuilder::restart_delay`] does the latter from
-//! the client's side: a node whose data is gone (it keeps a marker key)
-//! grants nothing until that long after it came back.
+//! **Restarted nodes.** A node that restarts forgets the locks it granted
+//! since its data was last on disk: together with one other node it can
+//! hand a second owner a majority while the first still holds the lock on
+//! the rest. Two mitigations:
+//! - persistence that loses no acknowledged write: `appendonly yes` with
+//!   `appendfsync always`. Nothing else is safe without a delay:
+//!   `appendfsync everysec` can lose the last second of grants, an RDB
+//!   snapshot everything since it was taken;
+//! - [`LockClientBuilder::restart_delay`] set to the longest ttl in use: a
+//!   node grants nothing until that long after it started. Each connection
+//!   learns when its node started (`INFO server` uptime, subtracted from
+//!   `TIME`) as it opens; a restart closes every connection, so what a
+//!   connection learned holds for its life. Nothing in the dataset is used,
+//!   so an RDB snapshot or an AOF cannot bring back a marker that makes a
+//!   restarted node look old. A node started less than the delay ago also
+//!   waits it out once (the client cannot tell a first start from a
+//!   restart). Nodes must allow `INFO`; one that does not counts as failed.
 //!
 //! **Timing.** A Redlock acquire sends to every node at once and returns as
 //! soon as a majority granted, so a hung node costs nothing and a slow one
@@ -126,11 +135,66 @@
 //! drift between the nodes. [`LockRequest::fair`] is not available with
 //! Redlock, and waiters poll instead of being woken by the release.
 //!
+//! # Fencing tokens
+//!
+//! A token is issued by the acquire script, on the node that grants the
+//! lock, atomically with taking it: `token = max(counter + 1, now)`, where
+//! `now` is the node's `TIME` in microseconds; the counter is then set to
+//! the token and kept for the fencing retention
+//! ([`LockClientBuilder::fencing_retention`], a day) after the acquire.
+//! Tokens are therefore large (about 1.8 × 10^15 in 2026) and not
+//! consecutive; only their order means anything.
+//!
+//! **One node.** Let `T1` be issued before `T2`. If the counter survived,
+//! `T2 ≥ T1 + 1`. If it was lost (a restart without persistence, its
+//! retention ran out) or rolled back (a restart from an RDB snapshot), `T2 ≥
+//! now(T2)`, and `T1` was either `now(T1)` (so `T2 > T1` as the clock
+//! advanced) or a counter ahead of the clock by its lead: at most the
+//! tokens issued within one microsecond, or on Redlock a value raised from
+//! another node's clock (the skew). A counter is lost or expires well after
+//! that lead has passed (a restart takes milliseconds, the retention is at
+//! least a second), so `T2 > T1` again.
+//!
+//! **A quorum.** Each granting node issues a token as above and the client
+//! takes the largest of a majority, `T`: one round trip. The release, sent
+//! to every node, raises each node's counter to at least `T`. A node grants
+//! the next holder only once the previous lock is gone there: it was
+//! released (the counter is now at least `T`, so its token is larger), or
+//! its lease ran out (a ttl after its last grant or renewal, by which time
+//! the node's clock is past `T` as long as the skew between the nodes and
+//! the counter's lead stay below the ttl), or the node restarted (with a
+//! restart delay it grants only that much later, its clock past `T` as long
+//! as the skew stays below the delay). The next holder's majority shares a
+//! node with the previous one's, so its token, the largest of its majority,
+//! is above `T`.
+//!
+//! **Assumptions**, exactly: (1) no node's clock steps backwards (NTP slews
+//! without steps; a step back by `d` can repeat tokens issued within `d`
+//! before a counter is lost); (2) with Redlock, the clock skew between
+//! nodes is below the shortest ttl, below the restart delay and below the
+//! fencing retention, and a node that loses its data takes longer than the
+//! skew to come back when no restart delay is set. The tests that check
+//! this: `faults.rs`
+//! (`fencing_tokens_increase_across_a_restart_without_persistence`,
+//! `.._across_an_rdb_rollback`, `.._when_a_redlock_majority_lost_its_data`,
+//! `a_node_restored_from_a_snapshot_grants_nothing_during_its_restart_delay`,
+//! `a_token_from_a_node_whose_clock_runs_ahead_is_spread_by_the_release`),
+//! `redlock.rs` (`fencing_tokens_keep_increasing_as_majorities_change`),
+//! and `soak.rs`, whose fenced stores count a repeated token as a stale
+//! write accepted.
+//!
 //! # Keys in Redis
 //!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`
-//! and its fencing counter at `lock:{order:42}:fence`. The fencing counter is
-//! kept forever (a few dozen bytes per distinct key) so tokens never go back.
+//! and its fencing counter at `lock:{order:42}:fence`. The counter expires a
+//! fencing retention after the last acquire (a day by default): a service
+//! that locks per order id leaves no key behind a day after each order.
+//!
+//! Redis must not evict these keys: with a `maxmemory` limit, use
+//! `maxmemory-policy noeviction` (lock keys have an expiry, so `volatile-*`
+//! policies evict them too). [`LockClientBuilder::build`] warns when it
+//! finds another policy, or refuses with
+//! [`require_noeviction`](LockClientBuilder::require_noeviction).
 //!
 //! # Without Redis
 //!

@@ -79,18 +79,28 @@ return 1
 
 /// Deletes the lock if the token still holds it, and publishes on the
 /// channel named like the lock key, which wakes the waiters; never touches
-/// another owner's lock.
+/// another owner's lock. Raises the fencing counter to the holder's token
+/// (whoever holds the lock now: raising is always safe): on a Redlock node
+/// that did not issue the largest token itself, this is what makes the next
+/// holder's token larger (see the crate docs, "Fencing tokens").
 ///
-/// `KEYS[1]` lock; `ARGV[1]` token. Returns 1 or 0.
+/// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
+/// the holder's fencing token (`0`: none), `ARGV[3]` the counter's
+/// retention (ms). Returns 1 (released) or 0.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', KEYS[1], '')
-  return 1
+  released = 1
 end
-return 0
+local fence = tonumber(ARGV[2])
+if fence > 0 and fence > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+return released
 ",
     )
 });
@@ -237,24 +247,4 @@ end
 return 1
 "
     ))
-});
-
-/// Redlock, second phase of a fencing token: raises a node's fencing
-/// counter to at least the token the client chose (the largest counter it
-/// saw on a majority), so any later majority sees a larger one.
-///
-/// `KEYS[1]` fencing counter; `ARGV[1]` the token, `ARGV[2]` the counter's
-/// retention (ms). Returns the counter.
-pub(crate) static MAX_ASSIGN: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-local wanted = tonumber(ARGV[1])
-if wanted > current then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return wanted
-end
-return current
-",
-    )
 });

@@ -448,3 +448,41 @@ async fn fencing_counters_of_free_locks_expire_after_the_retention() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_from_a_node_whose_clock_runs_ahead_is_spread_by_the_release() {
+    // Node C issued its token from a clock 10 s ahead of the others (its
+    // counter says so). The next holder's majority {A, B} has no C: only
+    // the release, which raised A's and B's counters, keeps tokens going up.
+    let nodes = [
+        RedisServer::start().await,
+        RedisServer::start().await,
+        RedisServer::start().await,
+    ];
+    let proxy_c = FaultProxy::start(nodes[2].addr()).await;
+    // A and B answer slower, so the first majority to answer includes C.
+    let proxy_a = FaultProxy::start(nodes[0].addr()).await;
+    let proxy_b = FaultProxy::start(nodes[1].addr()).await;
+    let mut conn = raw_connection(nodes[2].url()).await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .expect("TIME");
+    let ahead = secs * 1_000_000 + micros + 10_000_000;
+    let _: () = conn.set("lock:{stock}:fence", ahead).await.expect("SET");
+    let locks = LockClient::builder()
+        .redlock([proxy_a.url(), proxy_b.url(), proxy_c.url()])
+        .build()
+        .await
+        .expect("redlock");
+    proxy_a.set_latency(Duration::from_millis(30));
+    proxy_b.set_latency(Duration::from_millis(30));
+    let all = tokens(&locks, "stock", 1).await;
+    assert!(all[0] > ahead, "C's token is the largest: {all:?}");
+    proxy_c.blackhole(true);
+    proxy_a.set_latency(Duration::ZERO);
+    proxy_b.set_latency(Duration::ZERO);
+    let next = tokens(&locks, "stock", 2).await;
+    proxy_c.blackhole(false);
+    assert_increasing(&[all, next].concat());
+}

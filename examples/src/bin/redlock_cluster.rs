@@ -29,35 +29,36 @@
 //!    late write is rejected by the store.
 //!
 //! It takes about a second, exits 0, and prints (ports vary; on nodes of
-//! your own, step 2 is skipped and the tokens go on from where the
-//! nodes' counters were):
+//! your own, step 2 is skipped; the tokens are at least the nodes' clocks
+//! in microseconds, so they are large, grow from run to run and are never
+//! consecutive):
 //!
 //! ```text
 //! redlock_cluster: REDIS_URLS is not set: starting 3 redis-server nodes
-//!    node 1: redis://127.0.0.1:37913
-//!    node 2: redis://127.0.0.1:34909
-//!    node 3: redis://127.0.0.1:40259
+//!    node 1: redis://127.0.0.1:35535
+//!    node 2: redis://127.0.0.1:43537
+//!    node 3: redis://127.0.0.1:42657
 //! clients A and B lock over 3 nodes: a lock is held while 2 of them grant it
 //!
 //! 1. A and B take turns on account:42; each write carries the holder's fencing token
-//!    A holds account:42 with fencing token 1, writes "balance=100 by A": accepted
-//!    B holds account:42 with fencing token 2, writes "balance=110 by B": accepted
-//!    A holds account:42 with fencing token 3, writes "balance=120 by A": accepted
-//!    B holds account:42 with fencing token 4, writes "balance=130 by B": accepted
+//!    A holds account:42 with fencing token 1795378042831203, writes "balance=100 by A": accepted
+//!    B holds account:42 with fencing token 1795378042837581, writes "balance=110 by B": accepted
+//!    A holds account:42 with fencing token 1795378042839386, writes "balance=120 by A": accepted
+//!    B holds account:42 with fencing token 1795378042843108, writes "balance=130 by B": accepted
 //!
-//! 2. node 3 (redis://127.0.0.1:40259) killed: 2 of 3 nodes left
-//!    A holds account:42 with fencing token 5, writes "balance=140 by A": accepted
+//! 2. node 3 (redis://127.0.0.1:42657) killed: 2 of 3 nodes left
+//!    A holds account:42 with fencing token 1795378042850290, writes "balance=140 by A": accepted
 //!
 //! 3. A takes the lock with a 500 ms lease and no watchdog, then stalls
-//!    A holds account:42 with fencing token 6
+//!    A holds account:42 with fencing token 1795378043052635
 //!    A learns after 0.49 s that its lock is gone: the lease ran out without renewal (the watchdog was off)
-//!    B holds account:42 with fencing token 7, writes "balance=150 by B": accepted
+//!    B holds account:42 with fencing token 1795378043755787, writes "balance=150 by B": accepted
 //!    A writes late anyway (as a process paused between its check and its write would)
-//!    A writes "balance=0 by A" with fencing token 6: rejected, token 6 < 7, the highest seen
-//!    A releases: lock `account:42` was lost: the lock no longer holds this owner's token (the lease expired or the key was deleted); ...
+//!    A writes "balance=0 by A" with fencing token 1795378043052635: rejected, token 1795378043052635 < 1795378043755787, the highest seen
+//!    A releases: lock `account:42` was lost: the lock no longer holds this owner's token (the lease expired or the key was deleted); work done under it may have overlapped with another holder, so guard writes with the fencing token
 //!
-//! fencing tokens in order: 1 2 3 4 5 6 7
-//! store: 6 writes accepted, 1 rejected (token 6 < 7); value "balance=150 by B"
+//! fencing tokens in order: 1795378042831203 1795378042837581 1795378042839386 1795378042843108 1795378042850290 1795378043052635 1795378043755787
+//! store: 6 writes accepted, 1 rejected (token 1795378043052635 < 1795378043755787); value "balance=150 by B"
 //! done in 1.1 s; stopping the nodes it started
 //! ```
 //!

@@ -71,10 +71,11 @@
 //! exact, and a run that overruns its period would not make the next tick
 //! skip. But it needs the hold all the same (after the winner released
 //! `job:report:N`, a late node would find it free and run tick N again),
-//! and every distinct key leaves its fencing counter in Redis forever (so
-//! that tokens never go back): one more Redis key per tick, 86,400 a day at
-//! one-second ticks. The fixed key gives "once per tick" with one lock key
-//! and one counter, and its fencing token numbers the runs.
+//! and every distinct key leaves its fencing counter in Redis for the
+//! fencing retention (a day by default): one more Redis key per tick,
+//! 86,400 at a time at one-second ticks. The fixed key gives "once per
+//! tick" with one lock key and one counter, and its fencing tokens order
+//! the runs.
 //!
 //! Its limits, which the per-tick key shares: a node more than the hold
 //! late runs the tick again (keep the nodes' clocks in sync with NTP; they

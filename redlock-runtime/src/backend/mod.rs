@@ -174,17 +174,19 @@ impl Backend {
         }
     }
 
-    /// Deletes the lock if `token` still holds it.
+    /// Deletes the lock if `token` still holds it; `fence` is the holder's
+    /// fencing token, which a Redlock release spreads to every node.
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         token: &str,
+        fence: u64,
         limit: Duration,
     ) -> Result<bool, OpError> {
         match self {
-            Self::Redis(b) => b.release(keys, token, limit).await,
+            Self::Redis(b) => b.release(keys, token, fence, limit).await,
             Self::Memory(b) => Ok(b.release(keys, token)),
-            Self::Quorum(b) => b.release(keys, token, limit).await,
+            Self::Quorum(b) => b.release(keys, token, fence, limit).await,
         }
     }
 }
@@ -218,12 +220,13 @@ impl Backend {
         &self,
         keys: &Keys,
         token: &str,
+        fence: u64,
         limit: Duration,
     ) -> Result<(bool, Option<String>), OpError> {
         match self {
             Self::Redis(b) => Ok((b.release_fair(keys, token, limit).await?, None)),
             Self::Memory(b) => Ok(b.release_fair(keys, token)),
-            Self::Quorum(b) => Ok((b.release(keys, token, limit).await?, None)),
+            Self::Quorum(b) => Ok((b.release(keys, token, fence, limit).await?, None)),
         }
     }
 
@@ -287,12 +290,16 @@ impl Backend {
         token: &str,
         at_ms: u64,
         hold: Duration,
+        fence: u64,
         limit: Duration,
     ) -> Result<HoldRelease, OpError> {
         match self {
             Self::Redis(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
             Self::Memory(b) => Ok(b.release_after_hold(keys, token, at_ms, hold)),
-            Self::Quorum(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
+            Self::Quorum(b) => {
+                b.release_after_hold(keys, token, at_ms, hold, fence, limit)
+                    .await
+            }
         }
     }
 }

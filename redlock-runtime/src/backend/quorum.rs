@@ -8,16 +8,18 @@
 //!   drift` (drift: `ttl / 100 + 2 ms`) is still positive; otherwise it is
 //!   released on every node that may hold it, and the caller's wait and
 //!   retry policy applies.
-//! - **Fencing** takes two phases. Each node increments its own counter as
-//!   it grants; the client then raises the counter on a majority to the
-//!   largest value it saw, and that value is the token. Any later majority
-//!   shares a node with that one, whose counter is already at least the
-//!   token, so its increment there is larger: tokens strictly increase from
-//!   one holder to the next.
-//! - **Extend** needs a majority; **release** goes to every node.
-//! - With a **restart delay**, a node that lost its data (restarted empty)
-//!   refuses to grant until the delay has passed, so it cannot help a second
-//!   owner to a majority while the first still holds the lock elsewhere.
+//! - **Fencing**: each node issues its own token as it grants (at least its
+//!   counter + 1 and its clock in microseconds); the token is the largest
+//!   of the granting majority, and the release raises every node's counter
+//!   to it. The argument, with its assumptions, is in the crate docs
+//!   ("Fencing tokens").
+//! - **Extend** needs a majority; **release** goes to every node. A dropped
+//!   acquire is given back on every node, after its node commands still on
+//!   their way ([`QuorumBackend::give_back`]).
+//! - With a **restart delay**, a node grants nothing until the delay has
+//!   passed since it started (read from its uptime on each new connection),
+//!   so it cannot help a second owner to a majority while the first still
+//!   holds the lock elsewhere.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -367,8 +369,9 @@ impl QuorumBackend {
         let (granted, refused, _) = Self::counts(&answers);
 
         if granted >= quorum {
-            // Phase two of the fencing token: the largest counter seen,
-            // made the floor of a majority's counters.
+            // The token: the largest a granting node issued. No second round
+            // trip: the release raises every node's counter to it (see the
+            // crate docs, "Fencing tokens").
             let fence = answers
                 .iter()
                 .filter_map(|a| match a {
@@ -377,58 +380,16 @@ impl QuorumBackend {
                 })
                 .max()
                 .unwrap_or(0);
-            // Granted nodes already at the largest value need no raise; in
-            // steady state (every node takes part in every acquire) that is
-            // all of them, and the second round trip is skipped.
-            let at_fence = answers
-                .iter()
-                .filter(|a| matches!(a, Some(Answer::Yes(f)) if *f == fence))
-                .count();
-            let below: Vec<usize> = (0..n)
-                .filter(|&i| matches!(answers[i], Some(Answer::Yes(f)) if f < fence))
-                .collect();
-            let raised = if at_fence >= quorum {
-                Vec::new()
-            } else {
-                self.fan_out(
-                    below.iter().copied(),
-                    |node| async move {
-                        match node.backend.max_assign(keys, fence, per_node).await {
-                            Ok(_) => Answer::Yes(()),
-                            Err(e) => Answer::Failed(describe(&e)),
-                        }
-                    },
-                    |answers| at_fence + Self::counts(answers).0 >= quorum,
-                )
-                .await
-            };
-            let floor_set = at_fence + Self::counts(&raised).0;
             let elapsed = started.elapsed();
             let valid = ttl.saturating_sub(elapsed + drift(ttl));
-            if floor_set >= quorum && !valid.is_zero() {
+            if !valid.is_zero() {
                 return Ok(AcquireReply::Acquired {
                     fence,
                     at_ms: want_time.then(local_ms),
                 });
             }
             let mut failure = self.failure(&answers);
-            if floor_set < quorum {
-                failure
-                    .failed
-                    .extend(
-                        raised
-                            .iter()
-                            .zip(self.nodes.iter())
-                            .filter_map(|(a, node)| match a {
-                                Some(Answer::Failed(why)) => {
-                                    Some((node.name.clone(), format!("fencing phase: {why}")))
-                                }
-                                _ => None,
-                            }),
-                    );
-            } else {
-                failure.expired_after = Some(elapsed);
-            }
+            failure.expired_after = Some(elapsed);
             self.release_where(keys, token, &answers, per_node).await;
             return Err(OpError::Quorum(Box::new(failure)));
         }
@@ -465,7 +426,7 @@ impl QuorumBackend {
         self.fan_out(
             which.into_iter(),
             |node| async move {
-                match node.backend.release(keys, token, per_node).await {
+                match node.backend.release(keys, token, 0, per_node).await {
                     Ok(_) => Answer::Yes(()),
                     Err(e) => Answer::Failed(describe(&e)),
                 }
@@ -557,10 +518,12 @@ impl QuorumBackend {
             .collect())
     }
 
+    /// Releases on every node, raising each node's counter to `fence`.
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         token: &str,
+        fence: u64,
         limit: Duration,
     ) -> Result<bool, OpError> {
         let per_node = self.per_node(limit);
@@ -569,7 +532,7 @@ impl QuorumBackend {
             .fan_out(
                 0..self.nodes.len(),
                 |node| async move {
-                    match node.backend.release(keys, token, per_node).await {
+                    match node.backend.release(keys, token, fence, per_node).await {
                         Ok(true) => Answer::Yes(()),
                         Ok(false) => Answer::No(None),
                         Err(e) => Answer::Failed(describe(&e)),
@@ -622,6 +585,7 @@ impl QuorumBackend {
         token: &str,
         at_ms: u64,
         hold: Duration,
+        fence: u64,
         limit: Duration,
     ) -> Result<HoldRelease, OpError> {
         self.settle(token).await;
@@ -633,7 +597,7 @@ impl QuorumBackend {
                 false => HoldRelease::NotOwner,
             });
         }
-        Ok(match self.release(keys, token, limit).await? {
+        Ok(match self.release(keys, token, fence, limit).await? {
             true => HoldRelease::Deleted,
             false => HoldRelease::NotOwner,
         })

@@ -208,27 +208,6 @@ impl RedisBackend {
         Ok(acquire_reply(&reply))
     }
 
-    /// Redlock's second fencing phase: raises the counter to `fence`.
-    pub(crate) async fn max_assign(
-        &self,
-        keys: &Keys,
-        fence: u64,
-        limit: Duration,
-    ) -> Result<u64, OpError> {
-        let retention = self.fence_retention_ms;
-        let value: i64 = self
-            .run(On::Plain, None, limit, |mut link| async move {
-                scripts::MAX_ASSIGN
-                    .key(&keys.fence)
-                    .arg(fence)
-                    .arg(retention)
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
-        Ok(u64::try_from(value).unwrap_or(0))
-    }
-
     pub(crate) async fn acquire_fair(
         &self,
         keys: &Keys,
@@ -364,7 +343,7 @@ impl RedisBackend {
             self.leave_queue_on(on, keys, token, limit).await?;
             Ok(released)
         } else {
-            self.release_on(on, keys, token, limit).await
+            self.release_on(on, keys, token, 0, limit).await
         }
     }
 
@@ -517,13 +496,16 @@ impl RedisBackend {
             .collect())
     }
 
+    /// Releases the lock if `token` holds it, and raises the fencing
+    /// counter to `fence` (`0`: leave it).
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         token: &str,
+        fence: u64,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        self.release_on(On::Plain, keys, token, limit).await
+        self.release_on(On::Plain, keys, token, fence, limit).await
     }
 
     async fn release_on(
@@ -531,13 +513,18 @@ impl RedisBackend {
         on: On,
         keys: &Keys,
         token: &str,
+        fence: u64,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        let retention = self.fence_retention_ms;
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
                 scripts::RELEASE
                     .key(&keys.lock)
+                    .key(&keys.fence)
                     .arg(token)
+                    .arg(fence)
+                    .arg(retention)
                     .invoke_async(&mut link.conn)
                     .await
             })
