@@ -23,6 +23,20 @@ async fn connect(url: &str) -> LockClient {
     LockClient::connect(url).await.expect("connect")
 }
 
+/// Takes and releases a lock once, so the scripts are in Redis's cache: a
+/// cut-short acquire then really runs its script (not just an `EVALSHA`
+/// that comes back `NOSCRIPT` after the cut).
+async fn warm_up(locks: &LockClient) {
+    locks
+        .lock("warm-up")
+        .acquire()
+        .await
+        .expect("warm-up acquire")
+        .release()
+        .await
+        .expect("warm-up release");
+}
+
 /// Waits (bounded) until `key` is gone from the Redis at `url`; how long.
 async fn gone_within(url: &str, key: &str, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
@@ -41,6 +55,7 @@ async fn an_acquire_dropped_after_its_script_ran_leaves_nothing_behind() {
     let proxy = FaultProxy::start(server.addr()).await;
     let slow = connect(&proxy.url()).await;
     let other = connect(&server.url()).await;
+    warm_up(&slow).await;
     proxy.set_latency(Duration::from_millis(200));
 
     // The script reaches Redis at ~200 ms; its answer would come at ~400 ms.
@@ -72,6 +87,7 @@ async fn an_acquire_dropped_at_every_point_leaves_nothing_held() {
     let server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
     let slow = connect(&proxy.url()).await;
+    warm_up(&slow).await;
     proxy.set_latency(Duration::from_millis(100));
     for (i, cut) in [1u64, 50, 99, 101, 150, 199, 201, 250]
         .into_iter()
@@ -168,6 +184,7 @@ async fn a_redlock_acquire_dropped_mid_flight_is_given_back_on_every_node() {
         .build()
         .await
         .expect("redlock direct");
+    warm_up(&slow).await;
     for proxy in &proxies {
         proxy.set_latency(Duration::from_millis(200));
     }
@@ -211,9 +228,11 @@ async fn too_few_acknowledgements_give_the_lock_back() {
         .build()
         .await
         .expect("connect");
+    warm_up(&locks).await;
     replica.pause();
     let err = locks
         .lock("payout")
+        .ttl(Duration::from_secs(20))
         .acquire()
         .await
         .expect_err("the replica is paused");
@@ -222,6 +241,23 @@ async fn too_few_acknowledgements_give_the_lock_back() {
     assert!(
         gone.is_some(),
         "the unacknowledged lock stayed on the primary"
+    );
+
+    // Again, with the primary pausing while the WAIT is pending: the first
+    // give-back cannot be answered; it is retried until Redis answers.
+    let pausing = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        primary.pause();
+    };
+    let acquire = locks.lock("refund").ttl(Duration::from_secs(20)).acquire();
+    let (result, ()) = tokio::join!(acquire, pausing);
+    assert!(result.is_err(), "no acknowledgement");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    primary.resume();
+    let gone = gone_within(&primary.url(), "lock:{refund}", GIVE_BACK_WINDOW).await;
+    assert!(
+        gone.is_some(),
+        "the give-back was not retried after Redis came back"
     );
     replica.resume();
 }

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
 use redlock_runtime::{LockClient, LockError, LostReason};
 use redlock_tests::{FaultProxy, LockHolder, RedisServer};
 
@@ -395,11 +394,16 @@ async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passe
         .expect_err("must not be granted");
     match &error {
         LockError::Quorum { detail, .. } => {
-            assert_eq!(
-                (detail.granted, detail.refused, detail.failed.len()),
-                (0, 1, 2),
-                "{error}"
-            );
+            assert_eq!(detail.granted, 0, "{error}");
+            // Both restarted nodes wait out their delay (node 0 refuses, as
+            // the first owner holds it there, or is still within its own
+            // first delay: the start estimate errs a second late).
+            let delayed = detail
+                .failed
+                .iter()
+                .filter(|f| f.error.contains("restart delay"))
+                .count();
+            assert!(delayed >= 2, "{error}");
         }
         other => panic!("expected a quorum error, got {other:?}"),
     }
@@ -436,28 +440,7 @@ async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
     let primary = RedisServer::start().await;
-    let replica =
-        RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &primary.port().to_string()])
-            .await;
-    // Ready when the primary sees the replica and gets its acknowledgements.
-    let mut primary_conn = redlock_tests::raw_connection(primary.url()).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let _: () = primary_conn.set("sync-probe", 1).await.expect("SET");
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(1)
-            .arg(100)
-            .query_async(&mut primary_conn)
-            .await
-            .expect("WAIT");
-        if acked == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replica never acknowledged a write"
-        );
-    }
+    let replica = redlock_tests::start_replica(&primary).await;
     let locks = LockClient::builder()
         .url(primary.url())
         .replicas(1, Duration::from_millis(100))

@@ -157,13 +157,16 @@ impl Soak {
                 .expect("workers stop")
                 .expect("no panic");
         }
-        // Every abandoned acquire was given back: nothing is left held.
+        // Every abandoned acquire was given back: nothing is left held
+        // once the give-back window (a command timeout, 300 ms, and a
+        // margin) has passed, well within the ttl.
         for url in urls {
-            let deadline = Instant::now() + Duration::from_secs(2);
+            let deadline = Instant::now() + Duration::from_millis(700);
             while key_exists(url, &format!("lock:{{{KEY}}}")).await {
                 assert!(
                     Instant::now() < deadline,
-                    "{name}: the lock is still held on {url} after the soak"
+                    "{name}: the lock is still held on {url} after the soak: an abandoned \
+                     acquire was not given back"
                 );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -289,17 +292,33 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
     }
 }
 
-fn client(url: &str) -> LockClient {
-    LockClient::builder()
+/// A soak client on one Redis (with `replicas`: waiting for one replica).
+fn client_with(url: &str, replicas: bool) -> LockClient {
+    let builder = LockClient::builder()
         .url(url)
         .command_timeout(Duration::from_millis(300))
         .connection_timeout(Duration::from_millis(300))
         .retry(RetryPolicy::new(
             Duration::from_millis(2),
             Duration::from_millis(50),
-        ))
-        .build_unchecked()
-        .expect("client")
+        ));
+    let builder = if replicas {
+        builder.replicas(1, Duration::from_millis(100))
+    } else {
+        builder
+    };
+    builder.build_unchecked().expect("client")
+}
+
+fn client(url: &str) -> LockClient {
+    client_with(url, false)
+}
+
+/// Pauses `server` for a random while (50 ms up to `max_ms`), then resumes it.
+async fn pause_for(server: &RedisServer, rng: &mut fastrand::Rng, max_ms: u64) {
+    server.pause();
+    tokio::time::sleep(Duration::from_millis(rng.u64(50..max_ms))).await;
+    server.resume();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,11 +335,7 @@ async fn soak_one_redis_with_aof_always() {
         match rng.u8(0..5) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
             1 => proxy.cut_all(),
-            2 => {
-                server.pause();
-                tokio::time::sleep(Duration::from_millis(rng.u64(50..400))).await;
-                server.resume();
-            }
+            2 => pause_for(&server, &mut rng, 400).await,
             // AOF with fsync on every write: the lock survives a SIGKILL.
             3 => server.restart_keeping_data().await,
             _ => proxy.set_latency(Duration::ZERO),
@@ -352,11 +367,7 @@ async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
             }
             2 => server.restart_keeping_data().await, // back to the last snapshot
             3 => server.restart().await,              // empty
-            _ => {
-                server.pause();
-                tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
-                server.resume();
-            }
+            _ => pause_for(&server, &mut rng, 300).await,
         }
         faults += 1;
     }
@@ -375,20 +386,10 @@ async fn soak_primary_with_an_acknowledging_replica() {
     let primary = RedisServer::start().await;
     let replica = start_replica(&primary).await;
     let proxy = FaultProxy::start(primary.addr()).await;
-    let replicated = |url: &str| {
-        LockClient::builder()
-            .url(url)
-            .replicas(1, Duration::from_millis(100))
-            .command_timeout(Duration::from_millis(300))
-            .connection_timeout(Duration::from_millis(300))
-            .retry(RetryPolicy::new(
-                Duration::from_millis(2),
-                Duration::from_millis(50),
-            ))
-            .build_unchecked()
-            .expect("client")
-    };
-    let clients = [replicated(&proxy.url()), replicated(&proxy.url())];
+    let clients = [
+        client_with(&proxy.url(), true),
+        client_with(&proxy.url(), true),
+    ];
     let soak = Soak::start(&clients, 3);
     let mut rng = fastrand::Rng::with_seed(33);
     let mut faults = 0;
@@ -397,16 +398,8 @@ async fn soak_primary_with_an_acknowledging_replica() {
         match rng.u8(0..4) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
             1 => proxy.cut_all(),
-            2 => {
-                replica.pause();
-                tokio::time::sleep(Duration::from_millis(rng.u64(50..400))).await;
-                replica.resume();
-            }
-            _ => {
-                primary.pause();
-                tokio::time::sleep(Duration::from_millis(rng.u64(50..300))).await;
-                primary.resume();
-            }
+            2 => pause_for(&replica, &mut rng, 400).await,
+            _ => pause_for(&primary, &mut rng, 300).await,
         }
         faults += 1;
     }
@@ -573,11 +566,7 @@ async fn soak_idempotent_requests() {
         match rng.u8(0..4) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
             1 => proxy.cut_all(),
-            2 => {
-                server.pause();
-                tokio::time::sleep(Duration::from_millis(rng.u64(100..900))).await;
-                server.resume();
-            }
+            2 => pause_for(&server, &mut rng, 900).await,
             _ => server.restart().await,
         }
         faults += 1;

@@ -207,7 +207,8 @@ impl Lane {
 }
 
 /// When the server on `conn` started, on its own clock (ms): `TIME` less
-/// its uptime, rounded so the estimate is never earlier than the real start.
+/// its uptime, plus a second, so the estimate is never earlier than the
+/// real start.
 async fn boot_time(mut conn: MultiplexedConnection) -> Result<u64, OpError> {
     let (info, time): (String, (u64, u64)) = redis::pipe()
         .cmd("INFO")
@@ -228,7 +229,10 @@ async fn boot_time(mut conn: MultiplexedConnection) -> Result<u64, OpError> {
             )))
         })?;
     let now_ms = time.0 * 1000 + time.1 / 1000;
-    // Whole seconds, rounded down: the start may be up to a second earlier
-    // than this, never later, so the delay never ends early.
-    Ok(now_ms.saturating_sub(uptime_s * 1000))
+    // Redis counts uptime between two whole-second timestamps, so it may
+    // say 1 s a millisecond after the start: the uptime is at most a second
+    // more than the time since the start. One second added back makes the
+    // estimate never earlier than the start, so the delay never ends early
+    // (it may end up to about 2 s late).
+    Ok(now_ms.saturating_sub(uptime_s * 1000) + 1000)
 }

@@ -178,27 +178,13 @@ impl RedisBackend {
                         .arg(not_before)
                         .invoke_async(&mut link.conn)
                         .await?;
-                    let acked = match replicas {
-                        // WAIT counts the writes of this connection: the
-                        // script's were the last ones.
-                        Some(r) if reply.first() == Some(&1) => {
-                            Some(wait_replicas(&mut link.conn, r).await?)
-                        }
-                        _ => None,
-                    };
+                    let acked =
+                        wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
                     Ok((reply, acked))
                 },
             )
             .await?;
-        if let (Some(r), Some(acked)) = (replicas, acked)
-            && acked < i64::from(r.count)
-        {
-            return Err(OpError::Replicas {
-                wanted: r.count,
-                acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
-                timeout: r.timeout,
-            });
-        }
+        acknowledged(replicas, acked)?;
         if reply.first() == Some(&-4) {
             let left = reply.get(1).copied().unwrap_or(0).max(0);
             return Err(OpError::Restarted {
@@ -240,26 +226,14 @@ impl RedisBackend {
                             .arg(retention)
                             .invoke_async(&mut link.conn)
                             .await?;
-                        let acked = match replicas {
-                            Some(r) if reply.first() == Some(&1) => {
-                                Some(wait_replicas(&mut link.conn, r).await?)
-                            }
-                            _ => None,
-                        };
+                        let acked =
+                            wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
                         Ok((reply, acked))
                     }
                 },
             )
             .await?;
-        if let (Some(r), Some(acked)) = (replicas, acked)
-            && acked < i64::from(r.count)
-        {
-            return Err(OpError::Replicas {
-                wanted: r.count,
-                acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
-                timeout: r.timeout,
-            });
-        }
+        acknowledged(replicas, acked)?;
         Ok(acquire_reply(&reply))
     }
 
@@ -401,23 +375,12 @@ impl RedisBackend {
                         .arg(0)
                         .invoke_async(&mut link.conn)
                         .await?;
-                    let acked = match replicas {
-                        Some(r) if done == 1 => Some(wait_replicas(&mut link.conn, r).await?),
-                        _ => None,
-                    };
+                    let acked = wait_after(&mut link.conn, replicas, done == 1).await?;
                     Ok((done, acked))
                 },
             )
             .await?;
-        if let (Some(r), Some(acked)) = (replicas, acked)
-            && acked < i64::from(r.count)
-        {
-            return Err(OpError::Replicas {
-                wanted: r.count,
-                acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
-                timeout: r.timeout,
-            });
-        }
+        acknowledged(replicas, acked)?;
         Ok(done == 1)
     }
 
@@ -590,6 +553,32 @@ async fn wait_replicas(
         .arg(millis_ceil(r.timeout))
         .query_async(conn)
         .await
+}
+
+/// `WAIT` after a write that took effect (`wrote`), with replicas.
+async fn wait_after(
+    conn: &mut redis::aio::MultiplexedConnection,
+    replicas: Option<Replicas>,
+    wrote: bool,
+) -> redis::RedisResult<Option<i64>> {
+    match replicas {
+        // WAIT counts the writes of this connection: the script's were the
+        // last ones.
+        Some(r) if wrote => Ok(Some(wait_replicas(conn, r).await?)),
+        _ => Ok(None),
+    }
+}
+
+/// An error when fewer replicas than required acknowledged a write.
+fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
+    match (replicas, acked) {
+        (Some(r), Some(acked)) if acked < i64::from(r.count) => Err(OpError::Replicas {
+            wanted: r.count,
+            acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
+            timeout: r.timeout,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Reads the reply of the acquire scripts: `{1, fence[, now_ms]}` or
