@@ -23,6 +23,17 @@ async fn connect(url: &str) -> LockClient {
     LockClient::connect(url).await.expect("connect")
 }
 
+/// A client with one connection, kept open: every command, the cut-short
+/// acquire's included, goes out at once on it (no pool check-out first).
+async fn one_connection(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .pool_size(1)
+        .build()
+        .await
+        .expect("connect")
+}
+
 /// Takes and releases a lock once, so the scripts are in Redis's cache: a
 /// cut-short acquire then really runs its script (not just an `EVALSHA`
 /// that comes back `NOSCRIPT` after the cut).
@@ -53,7 +64,7 @@ async fn gone_within(url: &str, key: &str, limit: Duration) -> Option<Duration> 
 async fn an_acquire_dropped_after_its_script_ran_leaves_nothing_behind() {
     let server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
-    let slow = connect(&proxy.url()).await;
+    let slow = one_connection(&proxy.url()).await;
     let other = connect(&server.url()).await;
     warm_up(&slow).await;
     proxy.set_latency(Duration::from_millis(200));
@@ -86,7 +97,7 @@ async fn an_acquire_dropped_at_every_point_leaves_nothing_held() {
     // while the script is on its way, after it ran): never an orphan.
     let server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
-    let slow = connect(&proxy.url()).await;
+    let slow = one_connection(&proxy.url()).await;
     warm_up(&slow).await;
     proxy.set_latency(Duration::from_millis(100));
     for (i, cut) in [1u64, 50, 99, 101, 150, 199, 201, 250]
@@ -175,6 +186,7 @@ async fn a_redlock_acquire_dropped_mid_flight_is_given_back_on_every_node() {
     }
     let slow = LockClient::builder()
         .redlock(proxies.iter().map(FaultProxy::url))
+        .pool_size(1)
         .node_timeout(Duration::from_secs(1))
         .build()
         .await
@@ -224,6 +236,7 @@ async fn too_few_acknowledgements_give_the_lock_back() {
     let (primary, replica) = replicated().await;
     let locks = LockClient::builder()
         .url(primary.url())
+        .pool_size(1)
         .replicas(1, Duration::from_millis(200))
         .build()
         .await
