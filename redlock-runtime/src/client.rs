@@ -579,7 +579,9 @@ impl LockClientBuilder {
         self.settings.retry.validate()
     }
 
-    /// Builds the client and checks that Redis answers.
+    /// Builds the client and checks that Redis answers, is version 6.2 or
+    /// newer, and does not evict keys (see
+    /// [`require_noeviction`](Self::require_noeviction)).
     ///
     /// # Errors
     /// [`LockError::Config`] for a bad setting, [`LockError::Connect`] when
@@ -616,6 +618,9 @@ impl LockClientBuilder {
             })?;
         }
         let target = client.settings().target.clone();
+        if let Some((target, version)) = client.backend().too_old_servers(&target).await.pop() {
+            return Err(ConfigError::ServerTooOld { target, version }.into());
+        }
         for (target, policy) in client.backend().eviction_policies(&target).await {
             let Some(policy) = policy else {
                 tracing::debug!(target: "redlock", %target, "could not read maxmemory-policy (CONFIG is disabled?); make sure Redis does not evict lock keys");

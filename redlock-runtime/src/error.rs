@@ -400,6 +400,18 @@ pub enum ConfigError {
         /// The limit.
         max: usize,
     },
+    /// The Redis server is older than 6.2, which the lock scripts need
+    /// (`SET .. GET`).
+    #[error(
+        "Redis at {target} is version {version}; redlock needs Redis 6.2 or newer (its scripts \
+         use `SET .. GET`): upgrade the server"
+    )]
+    ServerTooOld {
+        /// The server, password redacted.
+        target: String,
+        /// The version it reported.
+        version: String,
+    },
     /// Redis may evict lock keys, and the client was asked to refuse that
     /// ([`LockClientBuilder::require_noeviction`](crate::LockClientBuilder::require_noeviction)).
     #[error(

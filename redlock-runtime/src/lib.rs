@@ -185,6 +185,10 @@
 //!
 //! # Keys in Redis
 //!
+//! Redis 6.2 or newer (the scripts use `SET .. GET`);
+//! [`LockClientBuilder::build`] refuses an older server with
+//! [`ConfigError::ServerTooOld`].
+//!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`
 //! and its fencing counter at `lock:{order:42}:fence`. The counter expires a
 //! fencing retention after the last acquire (a day by default): a service

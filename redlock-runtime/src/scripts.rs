@@ -15,13 +15,20 @@ use redis::Script;
 /// clock did not step back by more than the time since (see the crate
 /// docs, "Fencing tokens"). Numbers stay exact: microseconds since 1970 are
 /// about 2^51, below Lua's 2^53, and `%.0f` writes them without exponent.
+///
+/// One write in the usual case: `SET .. GET` (Redis 6.2) stores the clock
+/// and returns the counter it replaced; only a counter already at or past
+/// the clock (tokens issued within one microsecond, a Redlock node's raise
+/// from a clock ahead of this one) takes a second `SET`.
 pub(crate) const NEXT_FENCE: &str = r"
 local function next_fence(key, retention, t)
-  local n = tonumber(redis.call('GET', key) or '0') + 1
   local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if now_us > n then n = now_us end
-  redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
-  return n
+  local n = tonumber(redis.call('SET', key, string.format('%.0f', now_us), 'PX', retention, 'GET') or '0') + 1
+  if n > now_us then
+    redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
+    return n
+  end
+  return now_us
 end
 ";
 

@@ -249,7 +249,37 @@ impl Backend {
     }
 }
 
+/// The oldest Redis the scripts run on: `SET .. GET` came with 6.2.
+pub(crate) const MIN_REDIS: (u32, u32) = (6, 2);
+
+/// Whether a `redis_version` string is older than [`MIN_REDIS`].
+pub(crate) fn too_old(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let major = parts.next().unwrap_or(0);
+    let minor = parts.next().unwrap_or(0);
+    (major, minor) < MIN_REDIS
+}
+
 impl Backend {
+    /// Each Redis server older than [`MIN_REDIS`], with its version
+    /// (servers that do not say are left out). `target` names a single server.
+    pub(crate) async fn too_old_servers(&self, target: &str) -> Vec<(String, String)> {
+        let nodes: Vec<(&redis::RedisBackend, &str)> = match self {
+            Self::Memory(_) => return Vec::new(),
+            Self::Redis(b) => vec![(b, target)],
+            Self::Quorum(q) => q.nodes(),
+        };
+        let mut out = Vec::new();
+        for (backend, name) in nodes {
+            if let Ok(Some(version)) = backend.version().await
+                && too_old(&version)
+            {
+                out.push((name.to_owned(), version));
+            }
+        }
+        out
+    }
+
     /// Each Redis server that may evict keys (a `maxmemory` limit with a
     /// policy other than `noeviction`), with the policy; `None` for one
     /// whose config could not be read. `target` names a single server.
@@ -307,6 +337,16 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_before_6_2_are_too_old() {
+        for old in ["6.0.16", "5.0.7", "6.1.0", "4", ""] {
+            assert!(too_old(old), "{old}");
+        }
+        for fine in ["6.2.0", "6.2.14", "7.0.15", "7.4.1", "8.0.0"] {
+            assert!(!too_old(fine), "{fine}");
+        }
+    }
 
     #[test]
     fn keys_share_a_hash_tag() {

@@ -495,6 +495,27 @@ impl RedisBackend {
         Ok(done == 1)
     }
 
+    /// The server's version (`INFO server`), when it says.
+    pub(crate) async fn version(&self) -> Result<Option<String>, OpError> {
+        let info: String = self
+            .run(
+                On::Plain,
+                None,
+                Duration::from_millis(500),
+                |mut link| async move {
+                    redis::cmd("INFO")
+                        .arg("server")
+                        .query_async(&mut link.conn)
+                        .await
+                },
+            )
+            .await?;
+        Ok(info
+            .lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .map(|v| v.trim().to_owned()))
+    }
+
     /// `Some(policy)` when Redis may evict keys: a `maxmemory` limit with a
     /// `maxmemory-policy` other than `noeviction`.
     pub(crate) async fn eviction_policy(&self) -> Result<Option<String>, OpError> {
