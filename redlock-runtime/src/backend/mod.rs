@@ -184,7 +184,9 @@ impl Backend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         match self {
-            Self::Redis(b) => b.release(keys, token, fence, limit).await,
+            // One Redis issued the token from this very counter: nothing
+            // to raise (only Redlock nodes need it).
+            Self::Redis(b) => b.release(keys, token, 0, limit).await,
             Self::Memory(b) => Ok(b.release(keys, token)),
             Self::Quorum(b) => b.release(keys, token, fence, limit).await,
         }
