@@ -263,16 +263,20 @@ pub(crate) fn too_old(version: &str) -> bool {
 }
 
 impl Backend {
+    /// Each Redis server with its name (`target` for a single one).
+    fn servers<'a>(&'a self, target: &'a str) -> Vec<(&'a redis::RedisBackend, &'a str)> {
+        match self {
+            Self::Memory(_) => Vec::new(),
+            Self::Redis(b) => vec![(b, target)],
+            Self::Quorum(q) => q.nodes(),
+        }
+    }
+
     /// Each Redis server older than [`MIN_REDIS`], with its version
     /// (servers that do not say are left out). `target` names a single server.
     pub(crate) async fn too_old_servers(&self, target: &str) -> Vec<(String, String)> {
-        let nodes: Vec<(&redis::RedisBackend, &str)> = match self {
-            Self::Memory(_) => return Vec::new(),
-            Self::Redis(b) => vec![(b, target)],
-            Self::Quorum(q) => q.nodes(),
-        };
         let mut out = Vec::new();
-        for (backend, name) in nodes {
+        for (backend, name) in self.servers(target) {
             if let Ok(Some(version)) = backend.version().await
                 && too_old(&version)
             {
@@ -286,13 +290,8 @@ impl Backend {
     /// policy other than `noeviction`), with the policy; `None` for one
     /// whose config could not be read. `target` names a single server.
     pub(crate) async fn eviction_policies(&self, target: &str) -> Vec<(String, Option<String>)> {
-        let nodes: Vec<(&redis::RedisBackend, &str)> = match self {
-            Self::Memory(_) => return Vec::new(),
-            Self::Redis(b) => vec![(b, target)],
-            Self::Quorum(q) => q.nodes(),
-        };
         let mut out = Vec::new();
-        for (backend, name) in nodes {
+        for (backend, name) in self.servers(target) {
             match backend.eviction_policy().await {
                 Ok(None) => {}
                 Ok(Some(policy)) => out.push((name.to_owned(), Some(policy))),
