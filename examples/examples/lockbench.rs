@@ -1122,10 +1122,10 @@ async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConnection) -> 
     let acquire_secs = started.elapsed().as_secs_f64();
 
     let before = commandstats(admin).await;
-    let trips_before = client.renewal_round_trips();
+    let trips_before = redlock_runtime::__private::renewal_round_trips(&client);
     let window = Instant::now();
     tokio::time::sleep(cfg.renewal_secs).await;
-    let trips_after = client.renewal_round_trips();
+    let trips_after = redlock_runtime::__private::renewal_round_trips(&client);
     let after = commandstats(admin).await;
     let window_secs = window.elapsed().as_secs_f64();
     let watched = client.held_locks();

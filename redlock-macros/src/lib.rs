@@ -268,7 +268,7 @@ use proc_macro::TokenStream;
 /// async fn import(file: String) -> Result<(), LockError> { Ok(()) }
 /// ```
 ///
-/// Without the macro: `locks.lock(key).ttl(Duration::from_secs(600)).watchdog(false).run(body)`.
+/// Without the macro: `locks.lock(key).ttl(Duration::from_secs(600)).renew(false).run(body)`.
 ///
 /// ## `on_lost`
 ///

@@ -360,11 +360,34 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: String,
     },
-    /// No Redis URL or pool was given to the builder.
+    /// The builder was given no target: no URL, pool, Redlock nodes or
+    /// memory.
     #[error(
-        "no Redis given: call `.url(..)` or `.pool(..)` on the builder, or use `LockClient::in_memory()`"
+        "no lock store given: call `.url(..)`, `.pool(..)`, `.redlock(..)` or `.in_memory()` on \
+         the builder"
     )]
     MissingRedis,
+    /// The builder was given two targets (say `.url(..)` and
+    /// `.redlock(..)`): a client has one.
+    #[error("the builder was given both {first} and {second}: a client has one target; keep one")]
+    ConflictingTargets {
+        /// The target set first (`.url(..)`, `.pool(..)`, ...).
+        first: &'static str,
+        /// The target set second.
+        second: &'static str,
+    },
+    /// A builder setting that the chosen target does not use (say
+    /// `.node_timeout(..)` without `.redlock(..)`): refused rather than
+    /// ignored.
+    #[error("{setting} does not apply to {target}: {hint}")]
+    NotForTarget {
+        /// The setting (`node_timeout`, `pool_size`, ...).
+        setting: &'static str,
+        /// The target chosen (`.url(..)`, `.in_memory()`, ...).
+        target: &'static str,
+        /// What it applies to, or what to use instead.
+        hint: &'static str,
+    },
     /// A duration setting is out of range.
     #[error("invalid {name} {value:?}: {reason}")]
     InvalidDuration {

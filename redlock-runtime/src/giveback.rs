@@ -9,20 +9,18 @@
 //! answered or until the acquire's lease would have ended anyway; a paused
 //! or slow Redis delays it, and nothing else can.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::Keys;
-use crate::client::LockClient;
-
-/// Pause between two give-back attempts that failed.
-const RETRY_EVERY: Duration = Duration::from_millis(50);
+use crate::backend::{GiveBack, Keys};
+use crate::core::Core;
 
 /// What an acquire in progress may hold in Redis: given back on drop unless
 /// the acquire returned a guard (see the module docs).
 pub(crate) struct PendingAcquire {
-    client: LockClient,
+    core: Arc<Core>,
     keys: Keys,
     token: String,
     fair: bool,
@@ -37,9 +35,9 @@ pub(crate) struct PendingAcquire {
 }
 
 impl PendingAcquire {
-    pub(crate) fn new(client: LockClient, keys: Keys, token: String, fair: bool) -> Self {
+    pub(crate) fn new(core: Arc<Core>, keys: Keys, token: String, fair: bool) -> Self {
         Self {
-            client,
+            core,
             keys,
             token,
             fair,
@@ -84,20 +82,23 @@ impl Drop for PendingAcquire {
         let (Some(until), Ok(runtime)) = (self.until, tokio::runtime::Handle::try_current()) else {
             return; // no runtime left: the lease runs out by itself
         };
-        let client = self.client.clone();
+        let core = Arc::clone(&self.core);
         let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
         let token = std::mem::take(&mut self.token);
         let fair = self.fair;
         runtime.spawn(async move {
-            let given = retry_until(&client, &keys.user, until, |limit| {
-                client.backend().give_back(&keys, &token, fair, limit)
-            })
-            .await;
+            let give_back = GiveBack {
+                keys: &keys,
+                token: &token,
+                fair,
+            };
+            let given = core
+                .retry_until(&keys.user, until, |limit| {
+                    core.backend().give_back(&give_back, limit)
+                })
+                .await;
             match given {
-                Some((released, wake)) => {
-                    if let Some(name) = wake {
-                        client.wakeups().released_locally(&keys.lock, Some(&name));
-                    }
+                Some(released) => {
                     tracing::debug!(target: "redlock", key = %keys.user, released, "acquire given back");
                 }
                 None => {
@@ -105,34 +106,5 @@ impl Drop for PendingAcquire {
                 }
             }
         });
-    }
-}
-
-/// Runs `op` (each try bounded by the command timeout and by what is left)
-/// until it succeeds or `until` passes; `None` if it never did.
-pub(crate) async fn retry_until<T, E, F, Fut>(
-    client: &LockClient,
-    key: &str,
-    until: Instant,
-    op: F,
-) -> Option<T>
-where
-    F: Fn(Duration) -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    E: std::fmt::Debug,
-{
-    let command_timeout = client.settings().command_timeout;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        match op(command_timeout.min(left).max(Duration::from_millis(1))).await {
-            Ok(value) => return Some(value),
-            Err(error) => {
-                if Instant::now() + RETRY_EVERY >= until {
-                    return None;
-                }
-                tracing::debug!(target: "redlock", key = %key, ?error, "give-back failed; retrying");
-                tokio::time::sleep(RETRY_EVERY).await;
-            }
-        }
     }
 }

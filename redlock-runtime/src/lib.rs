@@ -225,15 +225,21 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The modules, from the facade down; each imports only modules below it:
+// client -> request -> acquire -> guard -> core -> watchdog -> lock -> backend.
+mod acquire;
 mod backend;
 mod backoff;
-mod channel;
+mod builder;
 mod client;
+mod core;
 mod error;
 mod giveback;
 mod guard;
 mod install;
+mod lock;
 pub mod metrics;
+mod request;
 mod scope;
 mod scripts;
 mod telemetry;
@@ -241,22 +247,26 @@ mod util;
 mod wakeups;
 mod watchdog;
 
+pub use backend::Mode;
 pub use backoff::RetryPolicy;
-pub use channel::ChannelWatch;
-pub use client::{LockClient, LockClientBuilder, LockRequest};
+pub use builder::LockClientBuilder;
+pub use client::LockClient;
 pub use error::{ConfigError, LockError, LostReason, NodeFailure, Operation, QuorumDetail};
-pub use guard::{LockGuard, Lost};
+pub use guard::LockGuard;
 pub use install::{install, installed};
+pub use lock::Lost;
+pub use request::LockRequest;
 pub use scope::{CurrentLock, OnLost, current_lock};
-pub use util::{MAX_KEY_LEN, redact_url};
+pub use util::MAX_KEY_LEN;
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use redlock_macros::distributed_lock;
 
-pub use bb8;
+/// The `bb8-redis` crate (and through it `bb8` and `redis`) this crate is
+/// built on: build a pool for [`LockClientBuilder::pool`] with the very
+/// versions it takes.
 pub use bb8_redis;
-pub use redis;
 
 // Not public API: used by the code `#[distributed_lock]` generates.
 #[doc(hidden)]

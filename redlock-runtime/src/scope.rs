@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
 
-use crate::client::LockClient;
-use crate::guard::{Lost, Shared};
+use crate::lock::{HeldLock, Lost};
 
 tokio::task_local! {
     /// The innermost lock scope of the running task.
@@ -19,7 +18,7 @@ tokio::task_local! {
 /// One `run` scope: the lock it holds and the scopes around it.
 #[derive(Debug)]
 pub(crate) struct Scope {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) held: Arc<HeldLock>,
     /// 1 for the scope that acquired the lock, +1 for each reentry.
     pub(crate) depth: usize,
     parent: Option<Arc<Scope>>,
@@ -29,10 +28,10 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
-    /// A scope for `shared` inside the current one (if any).
-    pub(crate) fn enter(shared: Arc<Shared>, depth: usize) -> Arc<Scope> {
+    /// A scope for `held` inside the current one (if any).
+    pub(crate) fn enter(held: Arc<HeldLock>, depth: usize) -> Arc<Scope> {
         Arc::new(Scope {
-            shared,
+            held,
             depth,
             parent: SCOPE.try_with(Arc::clone).ok(),
             turns: Arc::new(tokio::sync::Mutex::new(())),
@@ -57,11 +56,12 @@ impl Scope {
         SCOPE.scope(scope, fut)
     }
 
-    /// The scope of this task holding `key` through `client`, if any.
-    pub(crate) fn holding(client: &LockClient, key: &str) -> Option<Arc<Scope>> {
+    /// The scope of this task holding `key` through the client `client`
+    /// (a core's id), if any.
+    pub(crate) fn holding(client: u64, key: &str) -> Option<Arc<Scope>> {
         let mut scope = SCOPE.try_with(Arc::clone).ok();
         while let Some(s) = scope {
-            if s.shared.keys.user == key && s.shared.client.same_client(client) {
+            if s.held.key() == key && s.held.client() == client {
                 return Some(s);
             }
             scope = s.parent.clone();
@@ -109,7 +109,7 @@ pub enum OnLost {
 pub fn current_lock() -> Option<CurrentLock> {
     SCOPE
         .try_with(|scope| CurrentLock {
-            shared: Arc::clone(&scope.shared),
+            held: Arc::clone(&scope.held),
             depth: scope.depth,
         })
         .ok()
@@ -119,38 +119,38 @@ pub fn current_lock() -> Option<CurrentLock> {
 /// task; see [`current_lock`].
 #[derive(Clone)]
 pub struct CurrentLock {
-    shared: Arc<Shared>,
+    held: Arc<HeldLock>,
     depth: usize,
 }
 
 impl CurrentLock {
     /// The lock's key (without the client's prefix).
     pub fn key(&self) -> &str {
-        &self.shared.keys.user
+        self.held.key()
     }
 
     /// The fencing token of the acquisition (see
     /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
     pub fn fencing_token(&self) -> u64 {
-        self.shared.fence
+        self.held.fence()
     }
 
     /// True while the lock is presumed held (see
     /// [`LockGuard::is_held`](crate::LockGuard::is_held)).
     pub fn is_held(&self) -> bool {
-        self.shared.is_held()
+        self.held.is_held()
     }
 
     /// How long the lease is known to last from now (zero once released,
     /// lost or run out).
     pub fn remaining(&self) -> std::time::Duration {
-        self.shared.remaining()
+        self.held.remaining()
     }
 
     /// Completes when the lock is known or presumed lost (see
     /// [`LockGuard::lost`](crate::LockGuard::lost)).
     pub fn lost(&self) -> Lost {
-        self.shared.lost_future()
+        self.held.lost_future()
     }
 
     /// How many `run` scopes of this task hold this lock: 1 in the scope

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use crate::backend::Backend;
+use crate::backend::Mode;
 use crate::error::{LockError, LostReason};
 
 /// The labels every lock metric carries.
@@ -26,17 +26,9 @@ pub(crate) fn default_label(key: &str) -> &str {
     key.split(':').next().unwrap_or(key)
 }
 
-pub(crate) fn backend_name(backend: &Backend) -> &'static str {
-    match backend {
-        Backend::Redis(_) => "redis",
-        Backend::Memory(_) => "memory",
-        Backend::Quorum(_) => "redlock",
-    }
-}
-
 impl Labels {
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn new(label: Option<&Arc<str>>, key: &str, backend: &Backend) -> Self {
+    pub(crate) fn new(label: Option<&Arc<str>>, key: &str, mode: Mode) -> Self {
         Labels {
             #[cfg(feature = "metrics")]
             lock: match label {
@@ -44,8 +36,13 @@ impl Labels {
                 None => Arc::from(default_label(key)),
             },
             #[cfg(feature = "metrics")]
-            backend: backend_name(backend),
+            backend: mode.as_str(),
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Self::new(None, "test", Mode::Memory)
     }
 }
 

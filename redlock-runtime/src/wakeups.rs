@@ -28,14 +28,14 @@ pub(crate) struct Wakeups {
 
 #[derive(Debug)]
 struct Inner {
-    mode: Mode,
+    delivery: Delivery,
     state: Mutex<State>,
     /// Ends the subscriber task when the client is dropped.
     closed: Notify,
 }
 
 #[derive(Debug)]
-enum Mode {
+enum Delivery {
     /// Redis: a subscriber connection opened with this client.
     Subscriber(Box<redis::Client>),
     /// In memory: releases in this process wake waiters directly.
@@ -86,10 +86,10 @@ impl Drop for Wakeups {
 }
 
 impl Wakeups {
-    fn with_mode(mode: Mode) -> Self {
+    fn with(delivery: Delivery) -> Self {
         Self {
             inner: Arc::new(Inner {
-                mode,
+                delivery,
                 state: Mutex::default(),
                 closed: Notify::new(),
             }),
@@ -98,41 +98,38 @@ impl Wakeups {
 
     /// Wake-ups through a subscriber connection to this Redis.
     pub(crate) fn subscriber(client: redis::Client) -> Self {
-        Self::with_mode(Mode::Subscriber(Box::new(client)))
+        Self::with(Delivery::Subscriber(Box::new(client)))
     }
 
-    /// Wake-ups inside this process (the in-memory backend).
-    pub(crate) fn local() -> Self {
-        Self::with_mode(Mode::Local)
+    /// Wake-ups inside this process: the in-memory backend wakes waiters
+    /// through the [`LocalWake`] as it releases.
+    pub(crate) fn local() -> (Self, LocalWake) {
+        let wakeups = Self::with(Delivery::Local);
+        let wake = LocalWake {
+            inner: Arc::clone(&wakeups.inner),
+        };
+        (wakeups, wake)
     }
 
     /// No wake-ups: waiters poll.
     pub(crate) fn off() -> Self {
-        Self::with_mode(Mode::Off)
+        Self::with(Delivery::Off)
     }
 
-    /// A release in this process (in-memory backend): wakes the named fair
-    /// waiter, else the key's longest waiter.
-    pub(crate) fn released_locally(&self, channel: &str, named: Option<&str>) {
-        if let Some(channel) = self.inner.state().channels.get(channel) {
-            channel.wake(named.unwrap_or(""));
-        }
-    }
-
-    /// Starts watching `channel`: the returned handle's notify fires when a
+    /// Subscribes to `channel`: the returned handle's notify fires when a
     /// release is published there (for a fair waiter, `target` its token:
     /// when the release names it). Subscribing is bounded by `limit`; `None`
     /// when this client has no subscriber (polling only).
-    pub(crate) async fn watch(
+    pub(crate) async fn subscribe(
         &self,
         channel: &str,
         target: Option<&str>,
         limit: Duration,
-    ) -> Option<Watch> {
-        let needs_subscriber = match self.inner.mode {
-            Mode::Off => return None,
-            Mode::Local => false,
-            Mode::Subscriber(_) => true,
+    ) -> Option<Subscription> {
+        let needs_subscriber = match self.inner.delivery {
+            Delivery::Off => return None,
+            Delivery::Local => false,
+            Delivery::Subscriber(_) => true,
         };
         let (notify, sink) = {
             let mut state = self.inner.state();
@@ -167,7 +164,7 @@ impl Wakeups {
             // its next connect and polling covers the gap.
             let _ = tokio::time::timeout(limit, sink.subscribe(channel)).await;
         }
-        Some(Watch {
+        Some(Subscription {
             inner: Arc::clone(&self.inner),
             channel: channel.to_owned(),
             target: target.map(str::to_owned),
@@ -182,23 +179,40 @@ impl Inner {
     }
 }
 
-/// A waiter's interest in one channel; unsubscribes with the last watcher.
+/// How the in-memory backend wakes this process's waiters as it releases
+/// (Redis publishes from its scripts instead).
+#[derive(Debug, Clone)]
+pub(crate) struct LocalWake {
+    inner: Arc<Inner>,
+}
+
+impl LocalWake {
+    /// A release of `channel`'s lock: wakes the named fair waiter, else the
+    /// key's longest waiter.
+    pub(crate) fn released(&self, channel: &str, named: Option<&str>) {
+        if let Some(channel) = self.inner.state().channels.get(channel) {
+            channel.wake(named.unwrap_or(""));
+        }
+    }
+}
+
+/// A waiter's interest in one channel; unsubscribes with the last one.
 #[derive(Debug)]
-pub(crate) struct Watch {
+pub(crate) struct Subscription {
     inner: Arc<Inner>,
     channel: String,
     target: Option<String>,
     notify: Arc<Notify>,
 }
 
-impl Watch {
+impl Subscription {
     /// Fires on the next release published for the key.
     pub(crate) fn notify(&self) -> &Arc<Notify> {
         &self.notify
     }
 }
 
-impl Drop for Watch {
+impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.inner.state();
         let Some(channel) = state.channels.get_mut(&self.channel) else {
@@ -235,7 +249,7 @@ impl Drop for Watch {
 /// every watched channel (again after a reconnect) and wakes the watchers
 /// of each message's channel.
 async fn subscriber(inner: Arc<Inner>) {
-    let Mode::Subscriber(client) = &inner.mode else {
+    let Delivery::Subscriber(client) = &inner.delivery else {
         return;
     };
     loop {

@@ -21,32 +21,33 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{Notify, OwnedMutexGuard};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
-use crate::backend::Renewal;
-use crate::client::LockClient;
+use crate::backend::{Backend, Renewal};
 use crate::error::LostReason;
-use crate::guard::Shared;
+use crate::lock::HeldLock;
 use crate::telemetry;
 
 /// How soon a failed renewal is tried again (cut to half the lease left).
 const RENEW_RETRY: Duration = Duration::from_millis(50);
 
 /// The most locks renewed in one pipeline; more are sent in several.
-const MAX_BATCH: usize = 10_000;
+pub(crate) const MAX_BATCH: usize = 10_000;
 
-/// The locks a client holds, and the task renewing them.
+/// The locks a client holds; the task that renews them is the core's
+/// (`core::run_watchdog`), which calls [`Watchdog::plan`] and [`renew`].
 #[derive(Debug, Default)]
 pub(crate) struct Watchdog {
     state: Mutex<State>,
     /// Wakes the task when a lock is due sooner than it planned.
-    wake: Notify,
+    wake: Arc<Notify>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<u64, Arc<Shared>>,
+    leases: HashMap<u64, Arc<HeldLock>>,
     next_id: u64,
     /// Whether the task is running.
     running: bool,
@@ -56,27 +57,39 @@ struct State {
     round_trips: u64,
 }
 
+/// What one wake-up found to do.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Due now, or within the next half period: renewed together.
+    pub(crate) renew: Vec<(u64, Arc<HeldLock>)>,
+    /// Leases that ran out unconfirmed, with the reason to give.
+    pub(crate) expired: Vec<(Arc<HeldLock>, LostReason)>,
+    /// When the next lock is due.
+    pub(crate) sleep_until: Option<Instant>,
+}
+
 impl Watchdog {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts watching a newly acquired lock; returns its id.
-    pub(crate) fn register(&self, client: &LockClient, shared: Arc<Shared>) -> u64 {
-        let due = shared.next_due();
+    /// Starts watching a newly acquired lock: its id, and whether the task
+    /// must be started (none runs).
+    pub(crate) fn register(&self, held: Arc<HeldLock>) -> (u64, bool) {
+        let due = held.next_wake(&held.lease());
         let mut state = self.state();
         let id = state.next_id;
         state.next_id += 1;
-        state.leases.insert(id, shared);
+        state.leases.insert(id, held);
         if !state.running {
             state.running = true;
-            drop(state);
-            tokio::spawn(run(client.clone()));
-        } else if state.next_wake.is_some_and(|wake| due < wake) {
+            return (id, true);
+        }
+        if state.next_wake.is_some_and(|wake| due < wake) {
             drop(state);
             self.wake.notify_one();
         }
-        id
+        (id, false)
     }
 
     /// Stops watching a lock (released, dropped or lost).
@@ -89,6 +102,18 @@ impl Watchdog {
         self.wake.notify_one();
     }
 
+    /// Completes when the task is to plan again before its sleep ends.
+    pub(crate) fn woken(&self) -> OwnedNotified {
+        Arc::clone(&self.wake).notified_owned()
+    }
+
+    /// The task ended without planning its end (its runtime shut down).
+    pub(crate) fn stopped(&self) {
+        let mut state = self.state();
+        state.running = false;
+        state.next_wake = None;
+    }
+
     /// How many locks are watched.
     pub(crate) fn watched(&self) -> usize {
         self.state().leases.len()
@@ -98,200 +123,219 @@ impl Watchdog {
     pub(crate) fn round_trips(&self) -> u64 {
         self.state().round_trips
     }
-}
 
-/// Clears `running` if the task ends without doing so itself (its runtime
-/// shut down), so that the next acquisition starts a new one.
-struct Running {
-    client: LockClient,
-    armed: bool,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.armed {
-            let mut state = self.client.watchdog().state();
+    /// What to do at `now`: which locks to renew in one batch, which leases
+    /// ran out, when to wake next. `None` (and the task is marked stopped)
+    /// when no lock is held.
+    pub(crate) fn plan(&self, now: Instant) -> Option<Plan> {
+        let mut state = self.state();
+        if state.leases.is_empty() {
             state.running = false;
             state.next_wake = None;
+            return None;
         }
-    }
-}
-
-/// What one wake-up found to do.
-struct Plan {
-    renew: Vec<(u64, Arc<Shared>)>,
-    expired: Vec<(Arc<Shared>, LostReason)>,
-    sleep_until: Option<Instant>,
-}
-
-fn plan(watchdog: &Watchdog, now: Instant) -> Option<Plan> {
-    let mut state = watchdog.state();
-    if state.leases.is_empty() {
-        state.running = false;
-        state.next_wake = None;
-        return None;
-    }
-    let mut expired_ids = Vec::new();
-    let mut candidates = Vec::new();
-    let mut any_due = false;
-    let mut next = None::<Instant>;
-    for (&id, shared) in &state.leases {
-        let lease = shared.lease();
-        if lease.deadline <= now {
-            let reason = if shared.renew {
-                LostReason::Unconfirmed
-            } else {
-                LostReason::Expired
-            };
-            expired_ids.push((id, reason));
-            continue;
-        }
-        let wake = if shared.renew {
-            let period = lease.ttl / 3;
-            let due = lease.retry_at.unwrap_or(lease.sent + period);
-            if due <= now {
-                any_due = true;
+        let mut expired_ids = Vec::new();
+        let mut candidates = Vec::new();
+        let mut any_due = false;
+        let mut next = None::<Instant>;
+        for (&id, held) in &state.leases {
+            let lease = held.lease();
+            if lease.deadline <= now {
+                expired_ids.push((id, held.ran_out()));
+                continue;
             }
-            // Due within the next half period: renewed with this batch.
-            if due <= now + period / 2 {
-                candidates.push((id, Arc::clone(shared)));
-            }
-            due.min(lease.deadline)
-        } else {
-            lease.deadline
-        };
-        next = Some(next.map_or(wake, |n: Instant| n.min(wake)));
-    }
-    let mut expired = Vec::with_capacity(expired_ids.len());
-    for (id, reason) in expired_ids {
-        if let Some(shared) = state.leases.remove(&id) {
-            expired.push((shared, reason));
-        }
-    }
-    let renew = if any_due { candidates } else { Vec::new() };
-    state.next_wake = if renew.is_empty() { next } else { None };
-    Some(Plan {
-        renew,
-        expired,
-        sleep_until: next,
-    })
-}
-
-async fn run(client: LockClient) {
-    let mut running = Running {
-        client: client.clone(),
-        armed: true,
-    };
-    let watchdog = client.watchdog();
-    loop {
-        let Some(plan) = plan(watchdog, Instant::now()) else {
-            // `plan` cleared `running` under the lock: a registration from
-            // now on starts a new task, which this one must not undo.
-            running.armed = false;
-            return;
-        };
-        for (shared, reason) in plan.expired {
-            shared.mark_lost(reason);
-        }
-        if plan.renew.is_empty() {
-            match plan.sleep_until {
-                Some(at) => {
-                    tokio::select! {
-                        () = sleep_until(at) => {}
-                        () = watchdog.wake.notified() => {}
-                    }
+            if held.renews() {
+                let due = lease.renew_at();
+                any_due |= due <= now;
+                // Due within the next half period: renewed with this batch.
+                if due <= now + lease.ttl / 6 {
+                    candidates.push((id, Arc::clone(held)));
                 }
-                None => continue, // only expired leases: plan again
             }
-            continue;
+            let wake = held.next_wake(&lease);
+            next = Some(next.map_or(wake, |n: Instant| n.min(wake)));
         }
-        for chunk in plan.renew.chunks(MAX_BATCH) {
-            renew(&client, chunk).await;
+        let mut expired = Vec::with_capacity(expired_ids.len());
+        for (id, reason) in expired_ids {
+            if let Some(held) = state.leases.remove(&id) {
+                expired.push((held, reason));
+            }
         }
+        let renew = if any_due { candidates } else { Vec::new() };
+        state.next_wake = if renew.is_empty() { next } else { None };
+        Some(Plan {
+            renew,
+            expired,
+            sleep_until: next,
+        })
     }
 }
 
 /// Renews one batch in one round trip, and records what came back.
-async fn renew(client: &LockClient, batch: &[(u64, Arc<Shared>)]) {
+pub(crate) async fn renew(
+    backend: &Backend,
+    command_timeout: Duration,
+    watchdog: &Watchdog,
+    batch: &[(u64, Arc<HeldLock>)],
+) {
     // Hold each lock's renewal gate, so a release waits for a renewal in
     // flight and none is sent after it. A lock being released is skipped.
-    let mut gated: Vec<(u64, &Arc<Shared>, OwnedMutexGuard<()>)> = Vec::with_capacity(batch.len());
-    for (id, shared) in batch {
-        if let Ok(gate) = Arc::clone(&shared.renewal_gate).try_lock_owned() {
-            gated.push((*id, shared, gate));
-        }
-    }
+    let gated: Vec<(u64, &Arc<HeldLock>, OwnedMutexGuard<()>)> = batch
+        .iter()
+        .filter_map(|(id, held)| held.try_gate().map(|gate| (*id, held, gate)))
+        .collect();
     if gated.is_empty() {
         return;
     }
     let sent = Instant::now();
-    let earliest_deadline = gated
-        .iter()
-        .map(|(_, s, _)| s.lease().deadline)
-        .min()
-        .unwrap_or(sent);
-    let limit = client
-        .settings()
-        .command_timeout
+    let leases: Vec<_> = gated.iter().map(|(_, held, _)| held.lease()).collect();
+    let earliest_deadline = leases.iter().map(|l| l.deadline).min().unwrap_or(sent);
+    let limit = command_timeout
         .min(earliest_deadline.saturating_duration_since(sent))
         .max(Duration::from_millis(1));
     let renewals: Vec<Renewal<'_>> = gated
         .iter()
-        .map(|(_, s, _)| Renewal {
-            keys: &s.keys,
-            token: &s.token,
-            ttl: s.lease().ttl,
-        })
+        .zip(&leases)
+        .map(|((_, held, _), lease)| held.renewal(lease.ttl))
         .collect();
-    let result = client.backend().extend_many(&renewals, limit).await;
-    client.watchdog().state().round_trips += 1;
+    let result = backend.extend_many(&renewals, limit).await;
+    watchdog.state().round_trips += 1;
     let now = Instant::now();
     match result {
         Ok(answers) => {
-            for ((id, shared, _gate), answer) in gated.iter().zip(answers) {
+            for (((id, held, _gate), lease), answer) in gated.iter().zip(&leases).zip(answers) {
                 match answer {
                     Ok(true) => {
-                        shared.renewed(sent, shared.lease().ttl);
-                        tracing::trace!(target: "redlock", parent: &shared.span, key = %shared.keys.user, "lock renewed");
+                        held.renewed(sent, lease.ttl, backend.validity(lease.ttl));
+                        tracing::trace!(target: "redlock", parent: held.span(), key = %held.key(), "lock renewed");
                     }
                     Ok(false) => {
-                        client.watchdog().deregister(*id);
-                        shared.mark_lost(LostReason::TokenGone);
+                        watchdog.deregister(*id);
+                        held.mark_lost(LostReason::TokenGone);
                     }
-                    Err(error) => retry_later(client, *id, shared, now, &error),
+                    Err(error) => retry_later(watchdog, *id, held, now, &error),
                 }
             }
         }
         Err(error) => {
-            for (id, shared, _gate) in &gated {
-                retry_later(client, *id, shared, now, &error);
+            for (id, held, _gate) in &gated {
+                retry_later(watchdog, *id, held, now, &error);
             }
         }
     }
 }
 
 fn retry_later(
-    client: &LockClient,
+    watchdog: &Watchdog,
     id: u64,
-    shared: &Shared,
+    held: &HeldLock,
     now: Instant,
-    error: &dyn std::fmt::Debug,
+    error: &dyn std::fmt::Display,
 ) {
-    let lease = shared.lease();
+    let lease = held.lease();
     let left = lease.deadline.saturating_duration_since(now);
-    telemetry::renew_failed(&shared.labels);
+    telemetry::renew_failed(held.labels());
     if lease.retry_at.is_none() {
         // The first failure since the last renewal: retries follow every
         // 50 ms or so until one succeeds or the lease ends, at debug level
         // (the metric counts them all).
-        tracing::warn!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
+        tracing::warn!(target: "redlock", parent: held.span(), key = %held.key(), %error, left_ms = left.as_millis() as u64, "lock renewal failed; retrying");
     } else {
-        tracing::debug!(target: "redlock", parent: &shared.span, key = %shared.keys.user, ?error, left_ms = left.as_millis() as u64, "lock renewal failed again; retrying");
+        tracing::debug!(target: "redlock", parent: held.span(), key = %held.key(), %error, left_ms = left.as_millis() as u64, "lock renewal failed again; retrying");
     }
     if left.is_zero() {
-        client.watchdog().deregister(id);
-        shared.mark_lost(LostReason::Unconfirmed);
+        watchdog.deregister(id);
+        held.mark_lost(LostReason::Unconfirmed);
     } else {
-        shared.retry_at(now + RENEW_RETRY.min(left / 2));
+        held.retry_at(now + RENEW_RETRY.min(left / 2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Keys;
+    use crate::lock::Taken;
+    use crate::telemetry::Labels;
+
+    fn held(ttl_ms: u64, sent: Instant, renew: bool) -> Arc<HeldLock> {
+        let ttl = Duration::from_millis(ttl_ms);
+        let taken = Taken {
+            keys: Keys::new("lock:", format!("k{ttl_ms}")),
+            token: "t".to_owned(),
+            fence: 1,
+            ttl,
+            sent,
+            renew,
+            fair: false,
+            hold: None,
+            labels: Labels::for_tests(),
+        };
+        Arc::new(HeldLock::new(1, taken, ttl))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn locks_due_within_half_a_period_are_renewed_in_one_batch() {
+        let watchdog = Watchdog::default();
+        let t0 = Instant::now();
+        // ttl 3 s: due at 1 s. Taken at t0, t0 + 100 ms (due within the
+        // half period of the first) and t0 + 600 ms (not).
+        for (i, offset) in [0u64, 100, 600].into_iter().enumerate() {
+            let h = held(3000 + i as u64, t0 + Duration::from_millis(offset), true);
+            watchdog.register(h);
+        }
+        let plan = watchdog
+            .plan(t0 + Duration::from_millis(500))
+            .expect("locks held");
+        assert!(plan.renew.is_empty(), "nothing due yet");
+        assert_eq!(plan.sleep_until, Some(t0 + Duration::from_millis(1000)));
+        let plan = watchdog
+            .plan(t0 + Duration::from_millis(1000))
+            .expect("locks held");
+        assert_eq!(
+            plan.renew.len(),
+            2,
+            "the first and the one due 100 ms later"
+        );
+        assert!(plan.expired.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_that_ran_out_is_lost_with_the_right_reason() {
+        let watchdog = Watchdog::default();
+        let t0 = Instant::now();
+        watchdog.register(held(1000, t0, true));
+        watchdog.register(held(2000, t0, false));
+        let plan = watchdog
+            .plan(t0 + Duration::from_millis(2500))
+            .expect("locks held");
+        let mut reasons: Vec<_> = plan.expired.iter().map(|(_, r)| *r).collect();
+        reasons.sort_by_key(|r| r.to_string());
+        assert_eq!(reasons.len(), 2);
+        assert!(
+            reasons.contains(&LostReason::Unconfirmed),
+            "renewed: unconfirmed"
+        );
+        assert!(
+            reasons.contains(&LostReason::Expired),
+            "not renewed: expired"
+        );
+        assert_eq!(watchdog.watched(), 0, "expired leases stop being watched");
+        assert!(
+            watchdog.plan(t0 + Duration::from_secs(3)).is_none(),
+            "the task ends"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_without_renewal_is_only_watched_until_its_deadline() {
+        let watchdog = Watchdog::default();
+        let t0 = Instant::now();
+        watchdog.register(held(900, t0, false));
+        let plan = watchdog
+            .plan(t0 + Duration::from_millis(400))
+            .expect("held");
+        assert!(plan.renew.is_empty(), "never renewed");
+        assert_eq!(plan.sleep_until, Some(t0 + Duration::from_millis(900)));
     }
 }

@@ -83,7 +83,7 @@ async fn without_watchdog_the_lease_expires_and_lost_fires() {
     let guard = client
         .lock("e")
         .ttl(Duration::from_secs(2))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("acquire");
@@ -128,7 +128,7 @@ async fn extend_changes_the_lease() {
     let guard = client
         .lock("x")
         .ttl(Duration::from_secs(1))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("acquire");
@@ -209,7 +209,8 @@ async fn bad_input_is_a_clear_error() {
     );
     let err = LockClient::builder()
         .default_ttl(Duration::ZERO)
-        .build_in_memory()
+        .in_memory()
+        .build_unchecked()
         .expect_err("zero default ttl");
     assert!(err.to_string().contains("default_ttl"), "{err}");
 }
@@ -351,7 +352,7 @@ mod scoped {
         let err = client
             .lock("c")
             .ttl(Duration::from_secs(1))
-            .watchdog(false)
+            .renew(false)
             .run(async move {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 flag.store(true, Ordering::SeqCst);
@@ -382,7 +383,7 @@ mod scoped {
         let saw = client
             .lock("s")
             .ttl(Duration::from_secs(1))
-            .watchdog(false)
+            .renew(false)
             .on_lost(OnLost::Signal)
             .run(async {
                 let held = current_lock().expect("scope");

@@ -139,7 +139,7 @@ async fn a_give_back_reaches_a_paused_redis_once_it_resumes() {
     let held = holder
         .lock("stock")
         .ttl(Duration::from_secs(1))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("holder");

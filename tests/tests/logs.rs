@@ -36,18 +36,18 @@ fn logs_carry_the_key_and_never_the_token_or_password() {
             .acquire()
             .await
             .expect("acquire");
-        tokens.push(guard.token().to_owned());
+        tokens.push(redlock_runtime::__private::owner_token(&guard).to_owned());
         tokio::time::sleep(ttl).await;
         guard.release().await.expect("release");
         // wait, then lost
         let guard = locks
             .lock("audit")
             .ttl(ttl)
-            .watchdog(false)
+            .renew(false)
             .acquire()
             .await
             .expect("acquire");
-        tokens.push(guard.token().to_owned());
+        tokens.push(redlock_runtime::__private::owner_token(&guard).to_owned());
         let err = locks
             .lock("audit")
             .wait(Duration::from_millis(50))

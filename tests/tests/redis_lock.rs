@@ -98,8 +98,11 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
         .await
         .expect("acquire");
     let stored: String = redis.get("lock:{order:42}").await.expect("GET");
-    assert_eq!(stored, guard.token());
-    assert!(uuid::Uuid::parse_str(guard.token()).is_ok_and(|u| u.get_version_num() == 4));
+    assert_eq!(stored, redlock_runtime::__private::owner_token(&guard));
+    assert!(
+        uuid::Uuid::parse_str(redlock_runtime::__private::owner_token(&guard))
+            .is_ok_and(|u| u.get_version_num() == 4)
+    );
     let pttl: i64 = redis.pttl("lock:{order:42}").await.expect("PTTL");
     assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
     let fence: u64 = redis.get("lock:{order:42}:fence").await.expect("GET fence");
@@ -306,7 +309,7 @@ async fn a_waiter_acquires_as_soon_as_the_lease_runs_out() {
     let holder = locks
         .lock("expire")
         .ttl(ttl)
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("holder");
@@ -329,7 +332,11 @@ async fn a_waiter_acquires_as_soon_as_the_lease_runs_out() {
     assert!(next.is_held());
     let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let stored: String = redis.get("lock:{expire}").await.expect("GET");
-    assert_eq!(stored, next.token(), "the new owner's lock is untouched");
+    assert_eq!(
+        stored,
+        redlock_runtime::__private::owner_token(&next),
+        "the new owner's lock is untouched"
+    );
 }
 
 #[tokio::test]
@@ -457,7 +464,7 @@ async fn extend_and_release_are_checked_against_the_token() {
     let guard = locks
         .lock("ext")
         .ttl(Duration::from_secs(2))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("acquire");
@@ -489,7 +496,7 @@ async fn key_prefix_and_from_pool() {
     let server = RedisServer::start().await;
     let manager =
         redlock_runtime::bb8_redis::RedisConnectionManager::new(server.url()).expect("manager");
-    let pool = redlock_runtime::bb8::Pool::builder()
+    let pool = redlock_runtime::bb8_redis::bb8::Pool::builder()
         .max_size(2)
         .build(manager)
         .await
@@ -592,7 +599,7 @@ async fn an_exhausted_pool_is_a_clear_error() {
     let server = RedisServer::start().await;
     let manager =
         redlock_runtime::bb8_redis::RedisConnectionManager::new(server.url()).expect("manager");
-    let pool = redlock_runtime::bb8::Pool::builder()
+    let pool = redlock_runtime::bb8_redis::bb8::Pool::builder()
         .max_size(1)
         .connection_timeout(Duration::from_millis(300))
         .build(manager)
@@ -647,7 +654,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
         }
     }
     assert_eq!(locks.held_locks(), LOCKS);
-    let before = locks.renewal_round_trips();
+    let before = redlock_runtime::__private::renewal_round_trips(&locks);
     let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let hold = ttl * 3;
     let started = Instant::now();
@@ -659,7 +666,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
         .await
         .expect("SCRIPT FLUSH");
     tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
-    let round_trips = locks.renewal_round_trips() - before;
+    let round_trips = redlock_runtime::__private::renewal_round_trips(&locks) - before;
     eprintln!("{LOCKS} locks, {hold:?} hold: {round_trips} renewal round trips");
 
     let lost: Vec<_> = guards
@@ -676,7 +683,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
     for (guard, stored) in guards.iter().zip(&stored) {
         assert_eq!(
             stored.as_deref(),
-            Some(guard.token()),
+            Some(redlock_runtime::__private::owner_token(guard)),
             "{} in Redis",
             guard.key()
         );

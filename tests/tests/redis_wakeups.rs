@@ -167,7 +167,7 @@ async fn an_expired_lease_is_found_by_polling_capped_by_its_pttl() {
     let holder = holder_client
         .lock("expires")
         .ttl(Duration::from_millis(700))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("holder");

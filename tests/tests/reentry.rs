@@ -34,7 +34,7 @@ async fn a_lost_lock_cannot_be_reentered() {
         let outcome = locks
             .lock("lost-reentry")
             .ttl(Duration::from_millis(300))
-            .watchdog(false)
+            .renew(false)
             .on_lost(OnLost::Signal)
             .run(async {
                 let held = current_lock().expect("inside the scope");

@@ -139,7 +139,7 @@ async fn lock_counters_and_histograms() {
         .lock("mx:3")
         .label("expiring")
         .ttl(Duration::from_millis(100))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("acquire");

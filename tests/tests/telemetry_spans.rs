@@ -69,7 +69,7 @@ async fn spans_carry_the_key_and_the_fencing_token() {
     let guard = locks
         .lock("invoice:8")
         .ttl(Duration::from_millis(100))
-        .watchdog(false)
+        .renew(false)
         .acquire()
         .await
         .expect("acquire");
@@ -107,8 +107,8 @@ async fn an_idempotency_layer_over_a_redlock_client_warns_that_it_is_per_process
         ])
         .build_unchecked()
         .expect("a Redlock client");
-    assert_eq!(redlock.backend_name(), "redlock");
-    assert_eq!(LockClient::in_memory().backend_name(), "memory");
+    assert_eq!(redlock.mode().as_str(), "redlock");
+    assert_eq!(LockClient::in_memory().mode().as_str(), "memory");
     let store = redlock_axum::IdempotencyStore::from(redlock);
     assert_eq!(format!("{store:?}"), "IdempotencyStore(in-memory)");
     let text = logs.text();

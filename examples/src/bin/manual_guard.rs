@@ -90,7 +90,7 @@ async fn clients() -> Result<(LockClient, LockClient)> {
             let b = connect().await?;
             println!(
                 "manual_guard: using Redis at {}",
-                redlock_runtime::redact_url(&url)
+                redlock_runtime::__private::redact_url(&url)
             );
             Ok((a, b))
         }
@@ -99,7 +99,10 @@ async fn clients() -> Result<(LockClient, LockClient)> {
                 "manual_guard: using the in-memory backend (REDIS_URL is not set; set \
                  REDIS_URL=redis://host:port to use Redis)"
             );
-            let a = LockClient::builder().key_prefix(PREFIX).build_in_memory()?;
+            let a = LockClient::builder()
+                .key_prefix(PREFIX)
+                .in_memory()
+                .build_unchecked()?;
             Ok((a.clone(), a))
         }
     }
@@ -119,7 +122,7 @@ async fn run() -> Result<()> {
     println!("   key            {}", guard.key());
     println!(
         "   owner token    {} (random per acquire; a secret: it can release the lock)",
-        guard.token()
+        redlock_runtime::__private::owner_token(&guard)
     );
     println!("   fencing token  {}", guard.fencing_token());
     println!("   lease left     {:.2} s", guard.remaining().as_secs_f64());

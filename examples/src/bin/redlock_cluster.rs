@@ -23,7 +23,7 @@
 //!    is accepted; tokens increase with every acquisition.
 //! 2. One node killed (only for nodes it started itself): the lock still
 //!    works with 2 of 3, and the tokens still increase.
-//! 3. A holder whose lease ran out (`.watchdog(false)` and a 500 ms ttl, as
+//! 3. A holder whose lease ran out (`.renew(false)` and a 500 ms ttl, as
 //!    if its process had paused): it learns of it through
 //!    [`LockGuard::lost`], B takes the lock with a larger token, and A's
 //!    late write is rejected by the store.
@@ -77,7 +77,8 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redlock_runtime::{LockClient, LockGuard, redis};
+use redlock_runtime::bb8_redis::redis;
+use redlock_runtime::{LockClient, LockGuard};
 
 const KEY: &str = "account:42";
 const PREFIX: &str = "redlock-example:";
@@ -151,7 +152,7 @@ async fn run() -> Result<()> {
     let stale = a
         .lock(KEY)
         .ttl(Duration::from_millis(500))
-        .watchdog(false)
+        .renew(false)
         .wait(Duration::from_secs(2))
         .acquire()
         .await?;
@@ -323,7 +324,11 @@ impl Nodes {
             }
             println!("redlock_cluster: using the 3 nodes in REDIS_URLS");
             for (i, url) in urls.iter().enumerate() {
-                println!("   node {}: {}", i + 1, redlock_runtime::redact_url(url));
+                println!(
+                    "   node {}: {}",
+                    i + 1,
+                    redlock_runtime::__private::redact_url(url)
+                );
             }
             return Ok(Nodes {
                 urls,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use redlock_runtime::LockClient;
-use redlock_runtime::bb8::Pool;
 use redlock_runtime::bb8_redis::RedisConnectionManager;
+use redlock_runtime::bb8_redis::bb8::Pool;
 
 mod memory;
 mod redis_store;
@@ -53,7 +53,7 @@ impl From<LockClient> for IdempotencyStore {
         let backend = match client.pool() {
             Some(pool) => Backend::Redis(RedisStore::new(pool.clone(), Some(client.clone()))),
             None => {
-                if client.backend_name() == "redlock" {
+                if client.mode() == redlock_runtime::Mode::Redlock {
                     tracing::warn!(
                         target: "redlock_axum",
                         "a Redlock client has no single Redis to keep idempotency records in: \
@@ -140,7 +140,7 @@ pub(crate) enum StoreError {
     #[error("Redis did not answer within {0:?}")]
     Timeout(Duration),
     #[error("Redis failed: {0}")]
-    Redis(#[from] redlock_runtime::redis::RedisError),
+    Redis(#[from] redlock_runtime::bb8_redis::redis::RedisError),
     #[error("no Redis connection from the pool: {0}")]
     Pool(String),
     #[error("unexpected reply from Redis: {0}")]
@@ -168,7 +168,7 @@ impl StoreError {
 /// change in between is not missed.
 pub(crate) enum Watcher {
     /// Push through the `LockClient`'s subscriber.
-    Channel(redlock_runtime::ChannelWatch),
+    Channel(redlock_runtime::__private::ChannelSubscription),
     /// In-memory: any change wakes all watchers.
     Local(memory::LocalWatch),
     /// No push: poll.

@@ -15,10 +15,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use redlock_runtime::LockClient;
-use redlock_runtime::bb8::{Pool, RunError};
 use redlock_runtime::bb8_redis::RedisConnectionManager;
-use redlock_runtime::redis::RedisResult;
-use redlock_runtime::redis::aio::MultiplexedConnection;
+use redlock_runtime::bb8_redis::bb8::{Pool, RunError};
+use redlock_runtime::bb8_redis::redis::RedisResult;
+use redlock_runtime::bb8_redis::redis::aio::MultiplexedConnection;
 
 use super::{
     Claim, RecordKey, StoreError, Stored, Watcher, decode_headers, encode_headers, scripts,
@@ -207,7 +207,8 @@ impl RedisStore {
 
     pub(super) async fn watch(&self, key: &RecordKey, limit: Duration) -> Watcher {
         if let Some(client) = &self.client
-            && let Some(watch) = client.watch_channel(&key.record, limit).await
+            && let Some(watch) =
+                redlock_runtime::__private::subscribe(client, &key.record, limit).await
         {
             return Watcher::Channel(watch);
         }

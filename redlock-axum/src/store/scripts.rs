@@ -18,7 +18,7 @@
 
 use std::sync::LazyLock;
 
-use redlock_runtime::redis::Script;
+use redlock_runtime::bb8_redis::redis::Script;
 
 /// absent -> in progress. `ARGV` owner, lease (ms), fingerprint, fence
 /// counter ttl (ms). Returns `{'claimed', fence}`, `{'mismatch'}`,

@@ -119,7 +119,15 @@ impl fmt::Debug for Lane {
 }
 
 impl Lane {
-    pub(crate) fn new(source: Source, slots: usize, last_error: LastError) -> Self {
+    /// A lane over `source`: one slot per connection of a shared pool;
+    /// half of them for an exclusive lane, which keeps its connections
+    /// checked out of a pool others use too.
+    pub(crate) fn new(source: Source, last_error: LastError) -> Self {
+        let size = usize::try_from(source.pool().config().max_size).unwrap_or(1);
+        let slots = match source {
+            Source::Shared(_) => size,
+            Source::Exclusive(_) => size.div_ceil(2),
+        };
         Self {
             source,
             slots: (0..slots.max(1)).map(|_| Mutex::new(None)).collect(),

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{AcquireReply, HoldRelease, Keys};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use crate::wakeups::LocalWake;
 
 #[derive(Debug)]
 struct Lease {
@@ -124,14 +125,18 @@ pub(crate) struct MemoryBackend {
     epoch: Instant,
     /// How long a fencing counter is kept after an acquire.
     fence_retention: Duration,
+    /// Wakes this process's waiters on a release, as Redis's scripts
+    /// publish.
+    wake: LocalWake,
 }
 
 impl MemoryBackend {
-    pub(crate) fn new(fence_retention: Duration) -> Self {
+    pub(crate) fn new(fence_retention: Duration, wake: LocalWake) -> Self {
         Self {
             state: Mutex::default(),
             epoch: Instant::now(),
             fence_retention,
+            wake,
         }
     }
 
@@ -153,7 +158,21 @@ impl MemoryBackend {
         u64::try_from((now - self.epoch).as_millis()).unwrap_or(u64::MAX)
     }
 
-    pub(crate) fn acquire(
+    pub(crate) fn acquire(&self, request: &Acquire<'_>) -> AcquireReply {
+        let Acquire {
+            keys,
+            token,
+            ttl,
+            want_time,
+            line,
+        } = *request;
+        match line {
+            Some(presence) => self.acquire_fair(keys, token, ttl, presence, want_time),
+            None => self.acquire_plain(keys, token, ttl, want_time),
+        }
+    }
+
+    fn acquire_plain(
         &self,
         keys: &Keys,
         token: &str,
@@ -183,7 +202,7 @@ impl MemoryBackend {
         AcquireReply::Acquired { fence, at_ms }
     }
 
-    pub(crate) fn acquire_fair(
+    fn acquire_fair(
         &self,
         keys: &Keys,
         token: &str,
@@ -236,34 +255,58 @@ impl MemoryBackend {
         AcquireReply::Acquired { fence, at_ms }
     }
 
-    /// Gives back an acquire that returned no guard: the lock if `token`
-    /// holds it, and (fair) its place in the line. Whether it was held, and
-    /// the waiter to wake (`""`: the longest plain one).
-    pub(crate) fn give_back(&self, keys: &Keys, token: &str, fair: bool) -> (bool, Option<String>) {
+    /// Gives back an acquire that returned no guard: the lock if its token
+    /// holds it, and (fair) its place in the line; wakes whom that frees.
+    pub(crate) fn give_back(&self, give_back: &GiveBack<'_>) -> bool {
+        let GiveBack { keys, token, fair } = *give_back;
         let released = self.release(keys, token);
         let next = if fair {
             self.leave_queue(keys, token)
         } else {
             None
         };
-        let wake = next.or_else(|| released.then(String::new));
-        (released, wake)
+        if let Some(next) = next.or_else(|| released.then(String::new)) {
+            self.wake.released(&keys.lock, Some(&next));
+        }
+        released
     }
 
-    /// Releases a fair lock: whether it was ours, and the waiter to wake.
-    pub(crate) fn release_fair(&self, keys: &Keys, token: &str) -> (bool, Option<String>) {
-        let released = self.release(keys, token);
-        let now = Instant::now();
-        let head = self
-            .state()
-            .lines
-            .get_mut(&keys.lock)
-            .and_then(|line| line.head(now).map(str::to_owned));
-        (released, head)
+    /// Ends a held lock (see [`Backend::end`](super::Backend::end)), and
+    /// wakes the waiter that is next: the first in line for a fair lock,
+    /// else the longest waiting.
+    pub(crate) fn end(&self, end: &End<'_>) -> Ended {
+        let End {
+            keys,
+            token,
+            fair,
+            hold,
+            ..
+        } = *end;
+        if let Some((at_ms, min)) = hold {
+            let ended = self.release_after_hold(keys, token, at_ms, min);
+            if ended == Ended::Deleted {
+                self.wake.released(&keys.lock, None);
+            }
+            return ended;
+        }
+        if !self.release(keys, token) {
+            return Ended::NotOwner;
+        }
+        let next = if fair {
+            let now = Instant::now();
+            self.state()
+                .lines
+                .get_mut(&keys.lock)
+                .and_then(|line| line.head(now).map(str::to_owned))
+        } else {
+            None
+        };
+        self.wake.released(&keys.lock, next.as_deref());
+        Ended::Deleted
     }
 
     /// A fair waiter gives up its place; the waiter to wake, if the lock is free.
-    pub(crate) fn leave_queue(&self, keys: &Keys, token: &str) -> Option<String> {
+    fn leave_queue(&self, keys: &Keys, token: &str) -> Option<String> {
         let now = Instant::now();
         let mut state = self.state();
         let free = state
@@ -280,33 +323,28 @@ impl MemoryBackend {
         head.filter(|_| free)
     }
 
-    pub(crate) fn release_after_hold(
-        &self,
-        keys: &Keys,
-        token: &str,
-        at_ms: u64,
-        hold: Duration,
-    ) -> HoldRelease {
+    fn release_after_hold(&self, keys: &Keys, token: &str, at_ms: u64, hold: Duration) -> Ended {
         let now = Instant::now();
         let now_ms = self.now_ms(now);
         let mut state = self.state();
         let Some(lease) = state.leases.get_mut(&keys.lock) else {
-            return HoldRelease::NotOwner;
+            return Ended::NotOwner;
         };
         if lease.token != token || lease.expires <= now {
-            return HoldRelease::NotOwner;
+            return Ended::NotOwner;
         }
         let end_ms = at_ms.saturating_add(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX));
         if end_ms > now_ms {
             lease.expires = now + Duration::from_millis(end_ms - now_ms);
-            HoldRelease::HeldUntilMinimum
+            Ended::HeldUntilMinimum
         } else {
             state.leases.remove(&keys.lock);
-            HoldRelease::Deleted
+            Ended::Deleted
         }
     }
 
-    pub(crate) fn extend(&self, keys: &Keys, token: &str, ttl: Duration) -> bool {
+    pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
+        let Renewal { keys, token, ttl } = *renewal;
         let now = Instant::now();
         match self.state().leases.get_mut(&keys.lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
@@ -317,7 +355,12 @@ impl MemoryBackend {
         }
     }
 
-    pub(crate) fn release(&self, keys: &Keys, token: &str) -> bool {
+    /// Renews each lock of a batch.
+    pub(crate) fn extend_many(&self, renewals: &[Renewal<'_>]) -> Vec<Result<bool, OpError>> {
+        renewals.iter().map(|r| Ok(self.extend(r))).collect()
+    }
+
+    fn release(&self, keys: &Keys, token: &str) -> bool {
         let now = Instant::now();
         let mut state = self.state();
         match state.leases.get(&keys.lock) {
@@ -341,22 +384,44 @@ impl MemoryBackend {
 mod tests {
     use std::time::Duration;
 
-    use super::{Keys, MemoryBackend};
+    use super::{Acquire, End, Keys, MemoryBackend};
     use crate::LostReason;
-    use crate::backend::Backend;
+    use crate::wakeups::Wakeups;
+
+    fn acquire(memory: &MemoryBackend, keys: &Keys, token: &str) -> super::AcquireReply {
+        memory.acquire(&Acquire {
+            keys,
+            token,
+            ttl: Duration::from_secs(5),
+            want_time: false,
+            line: None,
+        })
+    }
+
+    fn release(memory: &MemoryBackend, keys: &Keys, token: &str) -> bool {
+        let end = End {
+            keys,
+            token,
+            fence: 0,
+            fair: false,
+            hold: None,
+        };
+        memory.end(&end) == super::Ended::Deleted
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_hundred_thousand_keys_locked_once_leave_nothing_after_the_retention() {
-        let memory = MemoryBackend::new(Duration::from_secs(60));
+        let (_wakeups, wake) = Wakeups::local();
+        let memory = MemoryBackend::new(Duration::from_secs(60), wake);
         let mut last = std::collections::HashMap::new();
         for i in 0..100_000 {
             let keys = Keys::new("lock:", format!("order:{i}"));
-            let reply = memory.acquire(&keys, "t", Duration::from_secs(5), false);
+            let reply = acquire(&memory, &keys, "t");
             let super::AcquireReply::Acquired { fence, .. } = reply else {
                 panic!("free key");
             };
             last.insert(i, fence);
-            assert!(memory.release(&keys, "t"));
+            assert!(release(&memory, &keys, "t"));
         }
         assert!(
             memory.entries() >= 100_000,
@@ -366,15 +431,13 @@ mod tests {
         // The next sweep (every 1024 acquisitions) forgets them all.
         let one = Keys::new("lock:", "order:0".into());
         for _ in 0..1024 {
-            memory.acquire(&one, "u", Duration::from_secs(5), false);
-            memory.release(&one, "u");
+            acquire(&memory, &one, "u");
+            release(&memory, &one, "u");
         }
         assert!(memory.entries() <= 1, "{} entries left", memory.entries());
         // And tokens did not go back for a forgotten counter.
         let keys = Keys::new("lock:", "order:99999".into());
-        let super::AcquireReply::Acquired { fence, .. } =
-            memory.acquire(&keys, "v", Duration::from_secs(5), false)
-        else {
+        let super::AcquireReply::Acquired { fence, .. } = acquire(&memory, &keys, "v") else {
             panic!("free key");
         };
         assert!(fence > last[&99_999], "{fence} after {}", last[&99_999]);
@@ -389,10 +452,7 @@ mod tests {
             .acquire()
             .await
             .expect("acquire");
-        let Backend::Memory(memory) = client.backend() else {
-            panic!("in-memory client has a memory backend");
-        };
-        memory.force_delete("lock:{k}");
+        client.core().backend().force_delete("lock:{k}");
         let started = tokio::time::Instant::now();
         let reason = guard.lost().await;
         assert_eq!(reason, LostReason::TokenGone);

@@ -1,11 +1,23 @@
-//! Where locks live: one Redis server (through a bb8 pool) or process memory.
+//! Where locks live: one Redis server (through a bb8 pool), a Redlock
+//! quorum of them, or process memory.
+//!
+//! A sealed boundary: the rest of the crate sends request structs
+//! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`]) through [`Backend`]'s
+//! verbs and never matches its variants. A new primitive is one script,
+//! one memory implementation and one dispatch line.
 
+use std::fmt;
 use std::time::Duration;
 
+use crate::error::{LockError, Operation, QuorumDetail};
+
 pub(crate) mod conn;
+mod fair;
 pub(crate) mod memory;
+pub(crate) mod open;
 pub(crate) mod quorum;
 pub(crate) mod redis;
+mod votes;
 
 /// The Redis keys of one lock: the lease and its fencing counter, sharing a
 /// `{hash tag}` so Redis Cluster puts them in one slot.
@@ -48,7 +60,20 @@ pub(crate) enum AcquireReply {
     Busy { pttl: Option<Duration> },
 }
 
-/// One lock to renew in a batch.
+/// One acquire attempt: take the lock if free (or if it already holds
+/// `token`, from an earlier attempt whose answer was lost).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acquire<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+    /// Also return the store's clock (for a minimum hold).
+    pub(crate) want_time: bool,
+    /// Fair mode: wait in line, keeping the place this long after each ask.
+    pub(crate) line: Option<Duration>,
+}
+
+/// One lock's lease to reset (an extend, or one of the watchdog's batch).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a Keys,
@@ -56,28 +81,70 @@ pub(crate) struct Renewal<'a> {
     pub(crate) ttl: Duration,
 }
 
+/// Ending a held lock: its release.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct End<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    /// The holder's fencing token, which a Redlock release spreads to
+    /// every node.
+    pub(crate) fence: u64,
+    /// Taken in fair mode: the release wakes the first waiter in line.
+    pub(crate) fair: bool,
+    /// A minimum hold: the acquire time on the store's clock (ms), and the
+    /// minimum. The lock is kept until it ends.
+    pub(crate) hold: Option<(u64, Duration)>,
+}
+
+/// What ending a lock did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The lock no longer held this owner's token.
+    NotOwner,
+    /// The lock is deleted (its waiters woken).
+    Deleted,
+    /// The minimum hold is not over: the lease now ends when it does.
+    HeldUntilMinimum,
+}
+
+/// Giving back what an acquire that returned no guard may hold: the lock,
+/// and in fair mode its place in the line, after any of its commands still
+/// on the way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GiveBack<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) fair: bool,
+}
+
 /// A failed backend call, before the client adds the key and operation.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum OpError {
     /// Redis answered with an error, or the connection failed.
+    #[error("{0}")]
     Redis(::redis::RedisError),
     /// The pool gave no connection in time.
+    #[error("no connection within {timeout:?}{}", last_error.as_deref().map(|e| format!(" (last connection error: {e})")).unwrap_or_default())]
     Pool {
         timeout: Duration,
         last_error: Option<String>,
     },
     /// The whole call ran over its time limit.
+    #[error("no answer within {0:?}")]
     Timeout(Duration),
     /// Fewer replicas than required acknowledged the write in time.
+    #[error("{acknowledged} of {wanted} replicas acknowledged within {timeout:?}")]
     Replicas {
         wanted: u32,
         acknowledged: u32,
         timeout: Duration,
     },
     /// Redlock: no majority of the nodes answered as needed.
-    Quorum(Box<quorum::QuorumFailure>),
+    #[error("{0}")]
+    Quorum(Box<QuorumDetail>),
     /// Redlock: the node started less than the restart delay ago, and
     /// grants nothing for this long yet.
+    #[error("started less than the restart delay ago; it grants again in {left:?}")]
     Restarted { left: Duration },
 }
 
@@ -105,9 +172,81 @@ impl OpError {
             | Self::Restarted { .. } => true,
         }
     }
+
+    /// The public error for `key` and `op`.
+    pub(crate) fn into_lock_error(self, key: &str, op: Operation) -> LockError {
+        let key = key.to_owned();
+        match self {
+            Self::Redis(source) => LockError::Redis { key, op, source },
+            Self::Timeout(timeout) => LockError::Timeout { key, op, timeout },
+            Self::Pool {
+                timeout,
+                last_error,
+            } => LockError::Pool {
+                key,
+                op,
+                timeout,
+                last_error,
+            },
+            Self::Replicas {
+                wanted,
+                acknowledged,
+                timeout,
+            } => LockError::Replicas {
+                key,
+                op,
+                wanted,
+                acknowledged,
+                timeout,
+            },
+            Self::Quorum(detail) => LockError::Quorum {
+                key,
+                op,
+                detail: *detail,
+            },
+            // Only a Redlock node answers this, and the quorum backend turns
+            // it into a node failure; kept whole should it ever surface.
+            e @ Self::Restarted { .. } => LockError::Redis {
+                key,
+                op,
+                source: ::redis::RedisError::from(std::io::Error::other(e.to_string())),
+            },
+        }
+    }
 }
 
-/// A lock store.
+/// Where a client keeps its locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// One Redis server (with or without replicas acknowledging writes).
+    Redis,
+    /// Redlock: a majority of independent Redis masters.
+    Redlock,
+    /// This process's memory.
+    Memory,
+}
+
+impl Mode {
+    /// `"redis"`, `"redlock"` or `"memory"`: the `backend` label of the
+    /// [metrics](crate::metrics).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Redis => "redis",
+            Self::Redlock => "redlock",
+            Self::Memory => "memory",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A lock store. Nothing outside `backend/` matches its variants: each verb
+/// below is one dispatch line over the three stores.
 #[derive(Debug)]
 pub(crate) enum Backend {
     Redis(redis::RedisBackend),
@@ -115,7 +254,34 @@ pub(crate) enum Backend {
     Quorum(quorum::QuorumBackend),
 }
 
+/// Runs one verb on whichever store this is: the Redis ones are async and
+/// bounded by `limit`; the memory one answers at once.
+macro_rules! dispatch {
+    ($self:ident.$verb:ident($request:expr, $limit:expr)) => {
+        match $self {
+            Self::Redis(b) => b.$verb($request, $limit).await,
+            Self::Quorum(b) => b.$verb($request, $limit).await,
+            Self::Memory(b) => Ok(b.$verb($request)),
+        }
+    };
+}
+
 impl Backend {
+    /// Where this store keeps locks.
+    pub(crate) fn mode(&self) -> Mode {
+        match self {
+            Self::Redis(_) => Mode::Redis,
+            Self::Quorum(_) => Mode::Redlock,
+            Self::Memory(_) => Mode::Memory,
+        }
+    }
+
+    /// Whether fair mode works here: its line of waiters lives in one
+    /// store, so not with Redlock.
+    pub(crate) fn supports_fair(&self) -> bool {
+        !matches!(self, Self::Quorum(_))
+    }
+
     /// How long after an acquire or renewal was sent the lock may be
     /// presumed held: the ttl, less Redlock's clock-drift allowance.
     pub(crate) fn validity(&self, ttl: Duration) -> Duration {
@@ -125,129 +291,60 @@ impl Backend {
         }
     }
 
-    /// One acquire attempt: take the lock if free (or if it already holds
-    /// `token`, from an earlier attempt whose answer was lost).
+    /// The underlying pool, on one Redis.
+    pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
+        match self {
+            Self::Redis(b) => Some(b.pool()),
+            Self::Memory(_) | Self::Quorum(_) => None,
+        }
+    }
+
     pub(crate) async fn acquire(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        want_time: bool,
+        request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
-        match self {
-            Self::Redis(b) => b.acquire(keys, token, ttl, want_time, limit).await,
-            Self::Memory(b) => Ok(b.acquire(keys, token, ttl, want_time)),
-            Self::Quorum(b) => b.acquire(keys, token, ttl, want_time, limit).await,
-        }
+        dispatch!(self.acquire(request, limit))
     }
 
-    /// Resets the lease to `ttl` if `token` still holds the lock.
+    /// Resets the lease if the token still holds the lock.
     pub(crate) async fn extend(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
+        renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        match self {
-            Self::Redis(b) => b.extend(keys, token, ttl, limit).await,
-            Self::Memory(b) => Ok(b.extend(keys, token, ttl)),
-            Self::Quorum(b) => b.extend(keys, token, ttl, limit).await,
-        }
+        dispatch!(self.extend(renewal, limit))
     }
 
-    /// Renews many locks in one round trip: for each, whether `token` still
-    /// held it (and the lease was reset), or why that is unknown.
+    /// Renews many locks in one round trip: for each, whether its token
+    /// still held it (and the lease was reset), or why that is unknown.
     pub(crate) async fn extend_many(
         &self,
-        items: &[Renewal<'_>],
+        renewals: &[Renewal<'_>],
         limit: Duration,
     ) -> Result<Vec<Result<bool, OpError>>, OpError> {
-        match self {
-            Self::Redis(b) => b.extend_many(items, limit).await,
-            Self::Quorum(b) => b.extend_many(items, limit).await,
-            Self::Memory(b) => Ok(items
-                .iter()
-                .map(|r| Ok(b.extend(r.keys, r.token, r.ttl)))
-                .collect()),
+        dispatch!(self.extend_many(renewals, limit))
+    }
+
+    pub(crate) async fn end(&self, end: &End<'_>, limit: Duration) -> Result<Ended, OpError> {
+        dispatch!(self.end(end, limit))
+    }
+
+    /// Deletes a lock whoever holds it (for tests of lost-lock handling).
+    #[cfg(test)]
+    pub(crate) fn force_delete(&self, lock_key: &str) {
+        if let Self::Memory(b) = self {
+            b.force_delete(lock_key);
         }
     }
 
-    /// Deletes the lock if `token` still holds it; `fence` is the holder's
-    /// fencing token, which a Redlock release spreads to every node.
-    pub(crate) async fn release(
-        &self,
-        keys: &Keys,
-        token: &str,
-        fence: u64,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        match self {
-            // One Redis issued the token from this very counter: nothing
-            // to raise (only Redlock nodes need it).
-            Self::Redis(b) => b.release(keys, token, 0, limit).await,
-            Self::Memory(b) => Ok(b.release(keys, token)),
-            Self::Quorum(b) => b.release(keys, token, fence, limit).await,
-        }
-    }
-}
-
-impl Backend {
-    /// One fair acquire attempt: the lock goes to the first live waiter;
-    /// others are queued (or keep their place) for `presence`.
-    pub(crate) async fn acquire_fair(
-        &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        presence: Duration,
-        want_time: bool,
-        limit: Duration,
-    ) -> Result<AcquireReply, OpError> {
-        match self {
-            Self::Redis(b) => {
-                b.acquire_fair(keys, token, ttl, presence, want_time, limit)
-                    .await
-            }
-            Self::Memory(b) => Ok(b.acquire_fair(keys, token, ttl, presence, want_time)),
-            // Refused before this point (`fair()` needs one Redis).
-            Self::Quorum(b) => b.acquire(keys, token, ttl, want_time, limit).await,
-        }
-    }
-
-    /// Releases a fair lock; `Ok(Some(head))` names the waiter to wake
-    /// (in-memory; Redis publishes it itself).
-    pub(crate) async fn release_fair(
-        &self,
-        keys: &Keys,
-        token: &str,
-        fence: u64,
-        limit: Duration,
-    ) -> Result<(bool, Option<String>), OpError> {
-        match self {
-            Self::Redis(b) => Ok((b.release_fair(keys, token, limit).await?, None)),
-            Self::Memory(b) => Ok(b.release_fair(keys, token)),
-            Self::Quorum(b) => Ok((b.release(keys, token, fence, limit).await?, None)),
-        }
-    }
-
-    /// Gives back what an acquire that returned no guard may hold (the
-    /// lock; with `fair`, also its place in the line), after any of its
-    /// commands still on the way: whether the lock was released, and the
-    /// waiter to wake in this process (in memory; `""`: the longest one).
+    /// Whether the lock was held (and is now released).
     pub(crate) async fn give_back(
         &self,
-        keys: &Keys,
-        token: &str,
-        fair: bool,
+        give_back: &GiveBack<'_>,
         limit: Duration,
-    ) -> Result<(bool, Option<String>), OpError> {
-        match self {
-            Self::Redis(b) => Ok((b.give_back(keys, token, fair, limit).await?, None)),
-            Self::Memory(b) => Ok(b.give_back(keys, token, fair)),
-            Self::Quorum(b) => Ok((b.give_back(keys, token, limit).await?, None)),
-        }
+    ) -> Result<bool, OpError> {
+        dispatch!(self.give_back(give_back, limit))
     }
 }
 
@@ -263,6 +360,15 @@ pub(crate) fn too_old(version: &str) -> bool {
 }
 
 impl Backend {
+    /// Checks that the store answers (on Redlock, a majority of the nodes).
+    pub(crate) async fn check(&self) -> Result<(), OpError> {
+        match self {
+            Self::Redis(b) => b.check().await,
+            Self::Quorum(b) => b.check().await,
+            Self::Memory(_) => Ok(()),
+        }
+    }
+
     /// Each Redis server with its name (`target` for a single one).
     fn servers<'a>(&'a self, target: &'a str) -> Vec<(&'a redis::RedisBackend, &'a str)> {
         match self {
@@ -299,39 +405,6 @@ impl Backend {
             }
         }
         out
-    }
-}
-
-/// What a release that honours a minimum hold did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldRelease {
-    /// The lock no longer held this owner's token.
-    NotOwner,
-    /// The minimum hold was over: the lock is deleted.
-    Deleted,
-    /// The lease now ends when the minimum hold does.
-    HeldUntilMinimum,
-}
-
-impl Backend {
-    /// Releases, but keeps the lock until `at_ms + hold` on the store's clock.
-    pub(crate) async fn release_after_hold(
-        &self,
-        keys: &Keys,
-        token: &str,
-        at_ms: u64,
-        hold: Duration,
-        fence: u64,
-        limit: Duration,
-    ) -> Result<HoldRelease, OpError> {
-        match self {
-            Self::Redis(b) => b.release_after_hold(keys, token, at_ms, hold, limit).await,
-            Self::Memory(b) => Ok(b.release_after_hold(keys, token, at_ms, hold)),
-            Self::Quorum(b) => {
-                b.release_after_hold(keys, token, at_ms, hold, fence, limit)
-                    .await
-            }
-        }
     }
 }
 

@@ -30,7 +30,9 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
 use super::redis::RedisBackend;
-use super::{AcquireReply, HoldRelease, Keys, OpError, Renewal};
+use super::votes::{Answer, Tally, detail};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use crate::error::QuorumDetail;
 
 /// One Redis master of the quorum.
 pub(crate) struct Node {
@@ -91,44 +93,6 @@ impl fmt::Debug for QuorumBackend {
     }
 }
 
-/// Why a quorum operation failed, node by node.
-#[derive(Debug, Clone)]
-pub(crate) struct QuorumFailure {
-    pub(crate) nodes: usize,
-    pub(crate) needed: usize,
-    pub(crate) granted: usize,
-    pub(crate) refused: usize,
-    /// `(node, what went wrong)` for each node that failed.
-    pub(crate) failed: Vec<(String, String)>,
-    /// A majority granted, but only after the lock's validity was spent.
-    pub(crate) expired_after: Option<Duration>,
-}
-
-impl QuorumFailure {
-    pub(crate) fn into_detail(self) -> crate::error::QuorumDetail {
-        crate::error::QuorumDetail {
-            nodes: self.nodes,
-            needed: self.needed,
-            granted: self.granted,
-            refused: self.refused,
-            failed: self
-                .failed
-                .into_iter()
-                .map(|(node, error)| crate::error::NodeFailure { node, error })
-                .collect(),
-            expired_after: self.expired_after,
-        }
-    }
-}
-
-/// What one node answered.
-enum Answer<T> {
-    Yes(T),
-    /// Held by another owner (acquire), or not held by us (extend, release).
-    No(Option<Duration>),
-    Failed(String),
-}
-
 /// The clock `hold_at_least` is measured on with Redlock: this process's
 /// monotonic clock, in ms since the first use.
 fn local_ms() -> u64 {
@@ -145,14 +109,17 @@ async fn acquire_on(
     ttl: Duration,
     per_node: Duration,
 ) -> Answer<u64> {
-    match node
-        .backend
-        .acquire(keys, token, ttl, false, per_node)
-        .await
-    {
+    let request = Acquire {
+        keys,
+        token,
+        ttl,
+        want_time: false,
+        line: None,
+    };
+    match node.backend.acquire(&request, per_node).await {
         Ok(AcquireReply::Acquired { fence, .. }) => Answer::Yes(fence),
         Ok(AcquireReply::Busy { pttl }) => Answer::No(pttl),
-        Err(e) => Answer::Failed(describe(&e)),
+        Err(e) => Answer::Failed(e.to_string()),
     }
 }
 
@@ -160,27 +127,6 @@ async fn acquire_on(
 /// plus 2 ms.
 pub(crate) fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
-}
-
-fn describe(e: &OpError) -> String {
-    match e {
-        OpError::Redis(e) => e.to_string(),
-        OpError::Timeout(t) => format!("no answer within {t:?}"),
-        OpError::Pool {
-            last_error: Some(last),
-            ..
-        } => format!("no connection: {last}"),
-        OpError::Pool { timeout, .. } => format!("no connection within {timeout:?}"),
-        OpError::Replicas {
-            wanted,
-            acknowledged,
-            ..
-        } => format!("{acknowledged} of {wanted} replicas acknowledged"),
-        OpError::Quorum(_) => "no quorum".to_owned(),
-        OpError::Restarted { left } => format!(
-            "started less than the restart delay ago; it counts toward a quorum again in {left:?}"
-        ),
-    }
 }
 
 impl QuorumBackend {
@@ -293,48 +239,32 @@ impl QuorumBackend {
         }
     }
 
-    fn counts<T>(answers: &[Option<Answer<T>>]) -> (usize, usize, usize) {
-        answers.iter().fold((0, 0, 0), |(y, n, f), a| match a {
-            Some(Answer::Yes(_)) => (y + 1, n, f),
-            Some(Answer::No(_)) => (y, n + 1, f),
-            Some(Answer::Failed(_)) => (y, n, f + 1),
-            None => (y, n, f),
-        })
-    }
-
-    fn failure<T>(&self, answers: &[Option<Answer<T>>]) -> QuorumFailure {
-        let (granted, refused, _) = Self::counts(answers);
-        let failed = answers
-            .iter()
-            .zip(self.nodes.iter())
-            .filter_map(|(a, node)| match a {
-                Some(Answer::Failed(why)) => Some((node.name.clone(), why.clone())),
-                None => Some((node.name.clone(), "no answer in time".to_owned())),
-                _ => None,
-            })
-            .collect();
-        QuorumFailure {
-            nodes: self.nodes.len(),
-            needed: self.quorum,
-            granted,
-            refused,
-            failed,
-            expired_after: None,
-        }
+    fn failure<T>(&self, answers: &[Option<Answer<T>>]) -> QuorumDetail {
+        detail(
+            answers,
+            self.nodes.iter().map(|n| n.name.as_str()),
+            self.quorum,
+        )
     }
 
     fn per_node(&self, limit: Duration) -> Duration {
         self.node_timeout.min(limit).max(Duration::from_millis(1))
     }
 
+    /// Fair mode is refused before this (its line lives in one Redis):
+    /// `request.line` is not looked at.
     pub(crate) async fn acquire(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        want_time: bool,
+        request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
+        let Acquire {
+            keys,
+            token,
+            ttl,
+            want_time,
+            ..
+        } = *request;
         let started = Instant::now();
         // Small against the ttl: a slow node must not eat the validity.
         let per_node = self
@@ -356,17 +286,14 @@ impl QuorumBackend {
                         acquire_on(&node, &keys, &token, ttl, per_node).await
                     }
                 },
-                // Enough is known once a majority granted, or refusals alone
-                // rule one out. Failures wait for the rest: a node that has
-                // not answered may still refuse, and busy must not be told
-                // as an outage.
-                |answers| {
-                    let (yes, no, _) = Self::counts(answers);
-                    yes >= quorum || no > n - quorum
-                },
+                |answers| Tally::of(answers).settled(n, quorum),
             )
             .await;
-        let (granted, refused, _) = Self::counts(&answers);
+        let Tally {
+            yes: granted,
+            no: refused,
+            ..
+        } = Tally::of(&answers);
 
         if granted >= quorum {
             // The token: the largest a granting node issued. No second round
@@ -428,7 +355,7 @@ impl QuorumBackend {
             |node| async move {
                 match node.backend.release(keys, token, 0, per_node).await {
                     Ok(_) => Answer::Yes(()),
-                    Err(e) => Answer::Failed(describe(&e)),
+                    Err(e) => Answer::Failed(e.to_string()),
                 }
             },
             |_| false,
@@ -439,23 +366,17 @@ impl QuorumBackend {
     /// `Ok(true)`: a majority confirmed; `Ok(false)`: too many nodes no
     /// longer hold the token for a majority to; else the failure.
     fn verdict<T>(&self, answers: &[Option<Answer<T>>]) -> Result<bool, OpError> {
-        let (yes, no, _) = Self::counts(answers);
-        if yes >= self.quorum {
-            Ok(true)
-        } else if no > self.nodes.len() - self.quorum {
-            Ok(false)
-        } else {
-            Err(OpError::Quorum(Box::new(self.failure(answers))))
-        }
+        Tally::of(answers)
+            .verdict(self.nodes.len(), self.quorum)
+            .ok_or_else(|| OpError::Quorum(Box::new(self.failure(answers))))
     }
 
     pub(crate) async fn extend(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
+        renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        let Renewal { keys, token, ttl } = *renewal;
         let per_node = self.per_node(limit);
         let (n, quorum) = (self.nodes.len(), self.quorum);
         let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
@@ -464,17 +385,19 @@ impl QuorumBackend {
                 |node| {
                     let (keys, token) = (Arc::clone(&keys_owned), Arc::clone(&token_owned));
                     async move {
-                        match node.backend.extend(&keys, &token, ttl, per_node).await {
+                        let renewal = Renewal {
+                            keys: &keys,
+                            token: &token,
+                            ttl,
+                        };
+                        match node.backend.extend(&renewal, per_node).await {
                             Ok(true) => Answer::Yes(()),
                             Ok(false) => Answer::No(None),
-                            Err(e) => Answer::Failed(describe(&e)),
+                            Err(e) => Answer::Failed(e.to_string()),
                         }
                     }
                 },
-                |answers| {
-                    let (yes, no, _) = Self::counts(answers);
-                    yes >= quorum || no > n - quorum
-                },
+                |answers| Tally::of(answers).settled(n, quorum),
             )
             .await;
         self.verdict(&answers)
@@ -492,7 +415,7 @@ impl QuorumBackend {
                 |node| async move {
                     match node.backend.extend_many(items, per_node).await {
                         Ok(each) => Answer::Yes(each),
-                        Err(e) => Answer::Failed(describe(&e)),
+                        Err(e) => Answer::Failed(e.to_string()),
                     }
                 },
                 |_| false,
@@ -506,7 +429,7 @@ impl QuorumBackend {
                         Some(Answer::Yes(each)) => Some(match each.get(item) {
                             Some(Ok(true)) => Answer::Yes(()),
                             Some(Ok(false)) => Answer::No(None),
-                            Some(Err(e)) => Answer::Failed(describe(e)),
+                            Some(Err(e)) => Answer::Failed(e.to_string()),
                             None => Answer::Failed("no answer".to_owned()),
                         }),
                         Some(Answer::Failed(why)) => Some(Answer::Failed(why.clone())),
@@ -519,7 +442,7 @@ impl QuorumBackend {
     }
 
     /// Releases on every node, raising each node's counter to `fence`.
-    pub(crate) async fn release(
+    async fn release(
         &self,
         keys: &Keys,
         token: &str,
@@ -535,7 +458,7 @@ impl QuorumBackend {
                     match node.backend.release(keys, token, fence, per_node).await {
                         Ok(true) => Answer::Yes(()),
                         Ok(false) => Answer::No(None),
-                        Err(e) => Answer::Failed(describe(&e)),
+                        Err(e) => Answer::Failed(e.to_string()),
                     }
                 },
                 |_| false,
@@ -550,26 +473,31 @@ impl QuorumBackend {
     /// `Ok(true)` when some node held it.
     pub(crate) async fn give_back(
         &self,
-        keys: &Keys,
-        token: &str,
+        give_back: &GiveBack<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        let GiveBack { keys, token, .. } = *give_back;
         self.settle(token).await;
         let per_node = self.per_node(limit);
         let answers = self
             .fan_out(
                 0..self.nodes.len(),
                 |node| async move {
-                    match node.backend.give_back(keys, token, false, per_node).await {
+                    let plain = GiveBack {
+                        keys,
+                        token,
+                        fair: false,
+                    };
+                    match node.backend.give_back(&plain, per_node).await {
                         Ok(true) => Answer::Yes(()),
                         Ok(false) => Answer::No(None),
-                        Err(e) => Answer::Failed(describe(&e)),
+                        Err(e) => Answer::Failed(e.to_string()),
                     }
                 },
                 |_| false,
             )
             .await;
-        let (yes, _, failed) = Self::counts(&answers);
+        let Tally { yes, failed, .. } = Tally::of(&answers);
         if failed > 0 {
             // Retried until every node answered (or the ttl is over).
             return Err(OpError::Quorum(Box::new(self.failure(&answers))));
@@ -577,29 +505,37 @@ impl QuorumBackend {
         Ok(yes > 0)
     }
 
-    /// `hold_at_least` with Redlock, on this process's clock: the lease is
-    /// cut to what is left of the minimum hold, or the lock released.
-    pub(crate) async fn release_after_hold(
-        &self,
-        keys: &Keys,
-        token: &str,
-        at_ms: u64,
-        hold: Duration,
-        fence: u64,
-        limit: Duration,
-    ) -> Result<HoldRelease, OpError> {
-        self.settle(token).await;
-        let held_for = Duration::from_millis(local_ms().saturating_sub(at_ms));
-        let left = hold.saturating_sub(held_for);
-        if left >= Duration::from_millis(1) {
-            return Ok(match self.extend(keys, token, left, limit).await? {
-                true => HoldRelease::HeldUntilMinimum,
-                false => HoldRelease::NotOwner,
-            });
+    /// Ends a held lock: releases on every node, raising each node's
+    /// counter to the holder's token; with a minimum hold (measured on this
+    /// process's clock with Redlock) not yet over, cuts the lease to what is
+    /// left of it instead.
+    pub(crate) async fn end(&self, end: &End<'_>, limit: Duration) -> Result<Ended, OpError> {
+        let End {
+            keys,
+            token,
+            fence,
+            hold,
+            ..
+        } = *end;
+        if let Some((at_ms, min)) = hold {
+            self.settle(token).await;
+            let held_for = Duration::from_millis(local_ms().saturating_sub(at_ms));
+            let left = min.saturating_sub(held_for);
+            if left >= Duration::from_millis(1) {
+                let renewal = Renewal {
+                    keys,
+                    token,
+                    ttl: left,
+                };
+                return Ok(match self.extend(&renewal, limit).await? {
+                    true => Ended::HeldUntilMinimum,
+                    false => Ended::NotOwner,
+                });
+            }
         }
         Ok(match self.release(keys, token, fence, limit).await? {
-            true => HoldRelease::Deleted,
-            false => HoldRelease::NotOwner,
+            true => Ended::Deleted,
+            false => Ended::NotOwner,
         })
     }
 
@@ -619,13 +555,13 @@ impl QuorumBackend {
                 |node| async move {
                     match node.backend.check().await {
                         Ok(()) => Answer::Yes(()),
-                        Err(e) => Answer::Failed(describe(&e)),
+                        Err(e) => Answer::Failed(e.to_string()),
                     }
                 },
                 |_| false,
             )
             .await;
-        if Self::counts(&answers).0 >= self.quorum {
+        if Tally::of(&answers).yes >= self.quorum {
             Ok(())
         } else {
             Err(OpError::Quorum(Box::new(self.failure(&answers))))

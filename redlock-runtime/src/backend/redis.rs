@@ -7,11 +7,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::conn::{Lane, Link};
-use super::{AcquireReply, HoldRelease, Keys, OpError, Renewal};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
 use crate::scripts;
 use crate::util::millis_ceil;
-
-pub(crate) use super::conn::LastError;
 
 pub(crate) struct RedisBackend {
     /// Every command that needs no `WAIT`.
@@ -19,9 +17,9 @@ pub(crate) struct RedisBackend {
     /// With replicas: the writes followed by `WAIT` (acquire, renewal).
     waiting: Option<Lane>,
     /// `WAIT replicas timeout` after each acquire and renewal.
-    replicas: Option<Replicas>,
+    pub(super) replicas: Option<Replicas>,
     /// The fencing counters' retention (ms): see [`crate::scripts`].
-    fence_retention_ms: u64,
+    pub(super) fence_retention_ms: u64,
     /// Redlock: this node grants nothing until this long after it started.
     restart_delay: Option<Duration>,
 }
@@ -45,7 +43,7 @@ impl fmt::Debug for RedisBackend {
 
 /// Which lane a command goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum On {
+pub(super) enum On {
     Plain,
     /// The lane of writes followed by `WAIT` (the plain one without replicas).
     Waiting,
@@ -78,7 +76,7 @@ impl RedisBackend {
 
     /// The time one acquire or renewal may take: `limit`, plus the replica
     /// wait when there is one.
-    fn with_wait(&self, limit: Duration) -> Duration {
+    pub(super) fn with_wait(&self, limit: Duration) -> Duration {
         limit + self.replicas.map_or(Duration::ZERO, |r| r.timeout)
     }
 
@@ -102,7 +100,7 @@ impl RedisBackend {
     /// (the scripts check the owner token, and an acquire repeated with its
     /// own token finds the lock already its own). A slow answer keeps the
     /// connection (see [`conn`](super::conn)).
-    async fn run<T, F, Fut>(
+    pub(super) async fn run<T, F, Fut>(
         &self,
         on: On,
         owner: Option<&str>,
@@ -148,12 +146,21 @@ impl RedisBackend {
     /// caller gives it back (or takes it up with the same token).
     pub(crate) async fn acquire(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        want_time: bool,
+        request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
+        let Acquire {
+            keys,
+            token,
+            ttl,
+            want_time,
+            line,
+        } = *request;
+        if let Some(presence) = line {
+            return self
+                .acquire_fair(keys, token, ttl, presence, want_time, limit)
+                .await;
+        }
         let ttl_ms = millis_ceil(ttl);
         let retention = self.fence_retention_ms;
         let delay_ms = self.restart_delay.map(millis_ceil);
@@ -194,111 +201,10 @@ impl RedisBackend {
         Ok(acquire_reply(&reply))
     }
 
-    pub(crate) async fn acquire_fair(
-        &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        presence: Duration,
-        want_time: bool,
-        limit: Duration,
-    ) -> Result<AcquireReply, OpError> {
-        let (queue, waiters) = (keys.queue(), keys.waiters());
-        let retention = self.fence_retention_ms;
-        let replicas = self.replicas;
-        let (reply, acked): (Vec<i64>, Option<i64>) = self
-            .run(
-                On::Waiting,
-                Some(token),
-                self.with_wait(limit),
-                |mut link| {
-                    let (queue, waiters) = (&queue, &waiters);
-                    async move {
-                        let reply: Vec<i64> = scripts::FAIR_ACQUIRE
-                            .key(&keys.lock)
-                            .key(&keys.fence)
-                            .key(queue)
-                            .key(waiters)
-                            .arg(token)
-                            .arg(millis_ceil(ttl))
-                            .arg(millis_ceil(presence))
-                            .arg(if want_time { "1" } else { "0" })
-                            .arg(retention)
-                            .invoke_async(&mut link.conn)
-                            .await?;
-                        let acked =
-                            wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
-                        Ok((reply, acked))
-                    }
-                },
-            )
-            .await?;
-        acknowledged(replicas, acked)?;
-        Ok(acquire_reply(&reply))
-    }
-
     /// The lane an acquire of this backend went on: a give-back of an
     /// acquire whose answer was lost must follow it on its connection.
     fn acquire_lane(&self) -> On {
         On::Waiting
-    }
-
-    pub(crate) async fn release_fair(
-        &self,
-        keys: &Keys,
-        token: &str,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.release_fair_on(On::Plain, keys, token, limit).await
-    }
-
-    async fn release_fair_on(
-        &self,
-        on: On,
-        keys: &Keys,
-        token: &str,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        let queue = keys.queue();
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| {
-                let queue = &queue;
-                async move {
-                    scripts::FAIR_RELEASE
-                        .key(&keys.lock)
-                        .key(queue)
-                        .arg(token)
-                        .invoke_async(&mut link.conn)
-                        .await
-                }
-            })
-            .await?;
-        Ok(done == 1)
-    }
-
-    async fn leave_queue_on(
-        &self,
-        on: On,
-        keys: &Keys,
-        token: &str,
-        limit: Duration,
-    ) -> Result<(), OpError> {
-        let (queue, waiters) = (keys.queue(), keys.waiters());
-        let _: i64 = self
-            .run(on, Some(token), limit, |mut link| {
-                let (queue, waiters) = (&queue, &waiters);
-                async move {
-                    scripts::FAIR_LEAVE
-                        .key(&keys.lock)
-                        .key(queue)
-                        .key(waiters)
-                        .arg(token)
-                        .invoke_async(&mut link.conn)
-                        .await
-                }
-            })
-            .await?;
-        Ok(())
     }
 
     /// Gives back what an acquire that did not return a guard may hold:
@@ -306,11 +212,10 @@ impl RedisBackend {
     /// of that acquire, so it lands after it.
     pub(crate) async fn give_back(
         &self,
-        keys: &Keys,
-        token: &str,
-        fair: bool,
+        give_back: &GiveBack<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        let GiveBack { keys, token, fair } = *give_back;
         let on = self.acquire_lane();
         if fair {
             let released = self.release_fair_on(on, keys, token, limit).await?;
@@ -321,14 +226,42 @@ impl RedisBackend {
         }
     }
 
-    pub(crate) async fn release_after_hold(
+    /// Ends a held lock: deletes it (a fair one wakes the first waiter in
+    /// line), or with a minimum hold not yet over on Redis's clock, cuts
+    /// the lease to what is left of it. A single Redis issued the fencing
+    /// token from this very counter: nothing to raise.
+    pub(crate) async fn end(&self, end: &End<'_>, limit: Duration) -> Result<Ended, OpError> {
+        let End {
+            keys,
+            token,
+            fair,
+            hold,
+            ..
+        } = *end;
+        let released = match hold {
+            Some((at_ms, min)) => {
+                return self
+                    .release_after_hold(keys, token, at_ms, min, limit)
+                    .await;
+            }
+            None if fair => self.release_fair_on(On::Plain, keys, token, limit).await?,
+            None => self.release(keys, token, 0, limit).await?,
+        };
+        Ok(if released {
+            Ended::Deleted
+        } else {
+            Ended::NotOwner
+        })
+    }
+
+    async fn release_after_hold(
         &self,
         keys: &Keys,
         token: &str,
         at_ms: u64,
         hold: Duration,
         limit: Duration,
-    ) -> Result<HoldRelease, OpError> {
+    ) -> Result<Ended, OpError> {
         let hold_ms = millis_ceil(hold);
         let queue = keys.queue();
         let done: i64 = self
@@ -347,19 +280,18 @@ impl RedisBackend {
             })
             .await?;
         Ok(match done {
-            1 => HoldRelease::Deleted,
-            2 => HoldRelease::HeldUntilMinimum,
-            _ => HoldRelease::NotOwner,
+            1 => Ended::Deleted,
+            2 => Ended::HeldUntilMinimum,
+            _ => Ended::NotOwner,
         })
     }
 
     pub(crate) async fn extend(
         &self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
+        renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        let Renewal { keys, token, ttl } = *renewal;
         let ttl_ms = millis_ceil(ttl);
         let replicas = self.replicas;
         let (done, acked): (i64, Option<i64>) = self
@@ -577,7 +509,7 @@ async fn wait_replicas(
 }
 
 /// `WAIT` after a write that took effect (`wrote`), with replicas.
-async fn wait_after(
+pub(super) async fn wait_after(
     conn: &mut redis::aio::MultiplexedConnection,
     replicas: Option<Replicas>,
     wrote: bool,
@@ -591,7 +523,7 @@ async fn wait_after(
 }
 
 /// An error when fewer replicas than required acknowledged a write.
-fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
+pub(super) fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
     match (replicas, acked) {
         (Some(r), Some(acked)) if acked < i64::from(r.count) => Err(OpError::Replicas {
             wanted: r.count,
@@ -605,7 +537,7 @@ fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), Op
 /// Reads the reply of the acquire scripts: `{1, fence[, now_ms]}` or
 /// `{0, pttl}` (-1: no expiry, not one of ours; -2: gone; -3: free, but
 /// another waiter is first in line).
-fn acquire_reply(reply: &[i64]) -> AcquireReply {
+pub(super) fn acquire_reply(reply: &[i64]) -> AcquireReply {
     let value = |i: usize| reply.get(i).copied().unwrap_or(-1);
     if value(0) == 1 {
         AcquireReply::Acquired {

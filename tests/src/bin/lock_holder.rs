@@ -35,10 +35,7 @@ async fn main() {
         eprintln!("{e}");
         std::process::exit(1)
     });
-    let mut request = client
-        .lock(key.as_str())
-        .ttl(ttl)
-        .watchdog(watchdog == "on");
+    let mut request = client.lock(key.as_str()).ttl(ttl).renew(watchdog == "on");
     if let Some(wait) = fair_wait {
         let wait = Duration::from_millis(wait.parse().unwrap_or_else(|e| {
             eprintln!("bad fair-wait-ms {wait:?}: {e}");

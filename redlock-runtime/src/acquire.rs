@@ -1,0 +1,261 @@
+//! The acquire: validate, re-enter a lock this task already holds, or
+//! try, wait (woken by releases, paced by the retry policy) and try again
+//! until the lock is taken or the wait ends; whatever an attempt may have
+//! taken is given back if the acquire ends without a guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use crate::backend::{Acquire, AcquireReply, Keys};
+use crate::backoff::next_sleep;
+use crate::core::Core;
+use crate::error::{ConfigError, LockError, Operation};
+use crate::giveback::PendingAcquire;
+use crate::guard::LockGuard;
+use crate::lock::{HeldLock, Hold, Taken};
+use crate::scope::Scope;
+use crate::telemetry::{self, AcquireEnd, Labels};
+use crate::util::{validate_key, validate_ttl, validate_wait};
+use crate::wakeups::Subscription;
+
+/// The shortest time an acquire attempt is given while waiting, even when
+/// less of the wait is left: a shorter limit could never see an answer.
+const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// What a request asks for (see [`LockRequest`](crate::LockRequest)'s
+/// setters).
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    pub(crate) key: String,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Duration,
+    pub(crate) renew: bool,
+    pub(crate) hold_at_least: Option<Duration>,
+    pub(crate) fair: bool,
+    pub(crate) label: Option<Arc<str>>,
+}
+
+impl Params {
+    pub(crate) fn new(key: String) -> Self {
+        Self {
+            key,
+            ttl: None,
+            wait: Duration::ZERO,
+            renew: true,
+            hold_at_least: None,
+            fair: false,
+            label: None,
+        }
+    }
+}
+
+/// How an acquire ended, short of an error.
+pub(crate) enum Outcome {
+    Acquired(LockGuard),
+    Busy,
+}
+
+/// A re-entry into the lock `outer` holds: refused with
+/// [`LockError::Lost`] when that lock is lost, released or run out; else
+/// this task's turn among concurrent re-entries of it, waiting up to `wait`
+/// (`None`: another re-entry kept it that long).
+pub(crate) async fn reenter(
+    outer: &Scope,
+    key: &str,
+    wait: Duration,
+) -> Result<Option<OwnedMutexGuard<()>>, LockError> {
+    if let Some(reason) = outer.held.reentry_refused() {
+        return Err(LockError::Lost {
+            key: key.to_owned(),
+            reason,
+        });
+    }
+    Ok(outer.turn(wait).await)
+}
+
+/// One acquire, in its span and measured.
+pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, LockError> {
+    let labels = Labels::new(p.label.as_ref(), &p.key, core.backend().mode());
+    let span = telemetry::acquire_span(&p.key, p.wait);
+    let waited = !p.wait.is_zero();
+    let started = Instant::now();
+    let outcome = attempts(core, p, labels.clone())
+        .instrument(span.clone())
+        .await;
+    let end = match &outcome {
+        // A reentrant acquire touched nothing: not a new acquisition.
+        Ok(Outcome::Acquired(guard)) if guard.is_reentrant() => None,
+        Ok(Outcome::Acquired(guard)) => {
+            span.record("fencing_token", guard.fencing_token());
+            Some(AcquireEnd::Acquired)
+        }
+        Ok(Outcome::Busy) => Some(AcquireEnd::Busy { waited }),
+        Err(e) => Some(AcquireEnd::Failed(e)),
+    };
+    if let Some(end) = end {
+        telemetry::acquire_ended(&labels, end, started.elapsed());
+    }
+    outcome
+}
+
+async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcome, LockError> {
+    validate_key(&p.key)?;
+    let settings = core.settings();
+    let ttl = p.ttl.unwrap_or(settings.default_ttl);
+    validate_ttl("ttl", ttl)?;
+    validate_wait(p.wait)?;
+    if let Some(hold) = p.hold_at_least {
+        validate_wait(hold).map_err(|_| ConfigError::InvalidDuration {
+            name: "hold_at_least",
+            value: hold,
+            reason: "at most 365 days is allowed",
+        })?;
+    }
+    if p.fair && !core.backend().supports_fair() {
+        return Err(ConfigError::Unsupported {
+            feature: "fair()",
+            reason: "a fair lock keeps its line of waiters in one Redis; with Redlock, use \
+                     the default (unfair) mode",
+        }
+        .into());
+    }
+    if let Some(outer) = Scope::holding(core.id(), &p.key) {
+        return Ok(match reenter(&outer, &p.key, p.wait).await? {
+            Some(turn) => Outcome::Acquired(LockGuard::reentrant(
+                Arc::clone(core),
+                Arc::clone(&outer.held),
+                turn,
+            )),
+            None => Outcome::Busy,
+        });
+    }
+
+    let keys = Keys::new(&settings.key_prefix, p.key.clone());
+    let token = uuid::Uuid::new_v4().to_string();
+    let started = Instant::now();
+    let deadline = started + p.wait;
+    let mut retries = 0u32;
+    // Gives back, when this future ends without a guard (gave up, failed
+    // or was dropped at any await), what an attempt may have taken: the
+    // lock, or a place in the fair line.
+    let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), p.fair);
+
+    // Set after the first busy answer: wakes this waiter when the key is
+    // released (push), while backoff keeps polling as the fallback.
+    let mut subscription: Option<Subscription> = None;
+    let presence = settings.retry.max() * 3 + settings.command_timeout;
+    let last = loop {
+        let mut woken = subscription
+            .as_ref()
+            .map(|s| Box::pin(Arc::clone(s.notify()).notified_owned()));
+        if let Some(woken) = woken.as_mut() {
+            // Registered before the attempt: a release published while
+            // it is in flight still wakes us.
+            woken.as_mut().enable();
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let limit = if p.wait.is_zero() {
+            settings.command_timeout
+        } else {
+            settings
+                .command_timeout
+                .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
+        };
+        let sent = Instant::now();
+        let request = Acquire {
+            keys: &keys,
+            token: &token,
+            ttl,
+            want_time: p.hold_at_least.is_some(),
+            line: p.fair.then_some(presence),
+        };
+        pending.sending(sent, ttl.max(if p.fair { presence } else { ttl }));
+        let attempt = core.backend().acquire(&request, limit).await;
+        let (result, pttl) = match attempt {
+            Ok(AcquireReply::Acquired { fence, at_ms }) => {
+                pending.took();
+                tracing::debug!(
+                    target: "redlock",
+                    key = %keys.user,
+                    fence,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    retries,
+                    "lock acquired"
+                );
+                let taken = Taken {
+                    keys,
+                    token,
+                    fence,
+                    ttl,
+                    sent,
+                    renew: p.renew,
+                    fair: p.fair,
+                    labels,
+                    hold: p
+                        .hold_at_least
+                        .zip(at_ms)
+                        .map(|(min, at_ms)| Hold { at_ms, min }),
+                };
+                let held = HeldLock::new(core.id(), taken, core.backend().validity(ttl));
+                return Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)));
+            }
+            Ok(AcquireReply::Busy { pttl }) => {
+                pending.answered(false);
+                (Ok(()), pttl)
+            }
+            Err(e) => {
+                pending.answered(e.outcome_unknown());
+                if !e.is_transient() {
+                    break Err(e);
+                }
+                tracing::debug!(target: "redlock", key = %keys.user, error = %e, "acquire attempt failed");
+                (Err(e), None)
+            }
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            break result;
+        }
+        if retries == 0 {
+            tracing::debug!(target: "redlock", key = %keys.user, wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
+            if result.is_ok() {
+                woken = None;
+                subscription = core
+                    .wakeups()
+                    .subscribe(
+                        &keys.lock,
+                        p.fair.then_some(token.as_str()),
+                        remaining.min(MIN_ATTEMPT),
+                    )
+                    .await;
+                if subscription.is_some() {
+                    // A release may have come before we subscribed: look
+                    // again at once, now that none can be missed.
+                    retries = 1;
+                    continue;
+                }
+            }
+        }
+        let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
+        retries = retries.saturating_add(1);
+        match woken {
+            Some(woken) => {
+                tokio::select! {
+                    () = tokio::time::sleep(sleep) => {}
+                    () = woken => {}
+                }
+            }
+            None => tokio::time::sleep(sleep).await,
+        }
+    };
+    // Dropped here: anything an attempt may hold is given back.
+    drop(pending);
+    match last {
+        Ok(()) => Ok(Outcome::Busy),
+        Err(e) => Err(e.into_lock_error(&keys.user, Operation::Acquire)),
+    }
+}

@@ -1,0 +1,106 @@
+//! Fair mode on one Redis: the line of waiters beside the lock (a list of
+//! tokens in arrival order, and each waiter's presence deadline in a sorted
+//! set), taken, left and woken by the `FAIR_*` scripts.
+
+use std::time::Duration;
+
+use super::redis::{On, RedisBackend, acknowledged, acquire_reply, wait_after};
+use super::{AcquireReply, Keys, OpError};
+use crate::scripts;
+use crate::util::millis_ceil;
+
+impl RedisBackend {
+    /// One fair acquire attempt: the lock goes to the first live waiter;
+    /// others are queued (or keep their place) for `presence`.
+    pub(super) async fn acquire_fair(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        presence: Duration,
+        want_time: bool,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let (queue, waiters) = (keys.queue(), keys.waiters());
+        let retention = self.fence_retention_ms;
+        let replicas = self.replicas;
+        let (reply, acked): (Vec<i64>, Option<i64>) = self
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| {
+                    let (queue, waiters) = (&queue, &waiters);
+                    async move {
+                        let reply: Vec<i64> = scripts::FAIR_ACQUIRE
+                            .key(&keys.lock)
+                            .key(&keys.fence)
+                            .key(queue)
+                            .key(waiters)
+                            .arg(token)
+                            .arg(millis_ceil(ttl))
+                            .arg(millis_ceil(presence))
+                            .arg(if want_time { "1" } else { "0" })
+                            .arg(retention)
+                            .invoke_async(&mut link.conn)
+                            .await?;
+                        let acked =
+                            wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
+                        Ok((reply, acked))
+                    }
+                },
+            )
+            .await?;
+        acknowledged(replicas, acked)?;
+        Ok(acquire_reply(&reply))
+    }
+
+    pub(super) async fn release_fair_on(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let queue = keys.queue();
+        let done: i64 = self
+            .run(on, Some(token), limit, |mut link| {
+                let queue = &queue;
+                async move {
+                    scripts::FAIR_RELEASE
+                        .key(&keys.lock)
+                        .key(queue)
+                        .arg(token)
+                        .invoke_async(&mut link.conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(done == 1)
+    }
+
+    pub(super) async fn leave_queue_on(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<(), OpError> {
+        let (queue, waiters) = (keys.queue(), keys.waiters());
+        let _: i64 = self
+            .run(on, Some(token), limit, |mut link| {
+                let (queue, waiters) = (&queue, &waiters);
+                async move {
+                    scripts::FAIR_LEAVE
+                        .key(&keys.lock)
+                        .key(queue)
+                        .key(waiters)
+                        .arg(token)
+                        .invoke_async(&mut link.conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(())
+    }
+}

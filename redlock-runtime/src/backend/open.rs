@@ -1,0 +1,130 @@
+//! Opening the stores a builder describes: parse the URLs (password
+//! redacted in every name and error), open the bb8 pools, and put the
+//! lanes and backends together.
+
+use std::time::Duration;
+
+use bb8::Pool;
+use bb8_redis::RedisConnectionManager;
+
+use super::conn::{Lane, LastError, Source};
+use super::quorum::{Node, QuorumBackend};
+use super::redis::{RedisBackend, Replicas};
+use crate::error::ConfigError;
+use crate::util::{redact_url, scrub};
+
+/// What every Redis connection of a client is opened with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Connect {
+    pub(crate) pool_size: u32,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) replicas: Option<Replicas>,
+    pub(crate) fence_retention: Duration,
+    /// Redlock: nodes grant nothing until this long after they started.
+    pub(crate) restart_delay: Option<Duration>,
+}
+
+/// Parses a Redis URL; the error, and the name returned with the client,
+/// show the URL with its password redacted.
+pub(crate) fn open_url(url: &str) -> Result<(redis::Client, String), ConfigError> {
+    let redacted = redact_url(url);
+    let client = redis::Client::open(url).map_err(|e| ConfigError::InvalidUrl {
+        url: redacted.clone(),
+        reason: scrub(&e.to_string(), url),
+    })?;
+    Ok((client, redacted))
+}
+
+/// A lane of `c.pool_size` connections to `client`'s server, all kept open.
+fn open_lane(client: &redis::Client, redacted: &str, c: &Connect) -> Result<Lane, ConfigError> {
+    let manager =
+        RedisConnectionManager::new(client.get_connection_info().clone()).map_err(|e| {
+            ConfigError::InvalidUrl {
+                url: redacted.to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
+    let last_error = LastError::default();
+    // FIFO (bb8's default) with every connection kept idle makes successive
+    // check-outs hand out distinct connections.
+    let pool = Pool::builder()
+        .max_size(c.pool_size)
+        .min_idle(Some(c.pool_size))
+        .connection_timeout(c.connection_timeout)
+        .error_sink(Box::new(last_error.clone()))
+        .build_unchecked(manager);
+    let lane = Lane::new(Source::Shared(pool), last_error);
+    Ok(if c.restart_delay.is_some() {
+        lane.learning_boot_time()
+    } else {
+        lane
+    })
+}
+
+/// One Redis server at a parsed URL: its lanes (a second one for `WAIT`
+/// with replicas) and settings.
+pub(crate) fn server(
+    client: &redis::Client,
+    redacted: &str,
+    c: &Connect,
+) -> Result<RedisBackend, ConfigError> {
+    let plain = open_lane(client, redacted, c)?;
+    let waiting = match c.replicas {
+        Some(r) => Some((open_lane(client, redacted, c)?, r)),
+        None => None,
+    };
+    Ok(RedisBackend::new(plain, waiting, c.fence_retention).with_restart_delay(c.restart_delay))
+}
+
+/// One Redis server over a pool the user built: shared with them; with
+/// replicas, `WAIT` keeps half of its connections checked out for itself.
+pub(crate) fn from_pool(
+    pool: Pool<RedisConnectionManager>,
+    replicas: Option<Replicas>,
+    fence_retention: Duration,
+) -> RedisBackend {
+    let waiting = replicas.map(|r| {
+        let lane = Lane::new(Source::Exclusive(pool.clone()), LastError::default());
+        (lane, r)
+    });
+    let plain = Lane::new(Source::Shared(pool), LastError::default());
+    RedisBackend::new(plain, waiting, fence_retention)
+}
+
+/// Redlock over `urls`: at least 3 distinct servers. The quorum, and its
+/// printable name `redlock[url, url, ..]`.
+pub(crate) fn redlock(
+    urls: &[String],
+    c: &Connect,
+    node_timeout: Duration,
+) -> Result<(QuorumBackend, String), ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidNodes { reason };
+    if urls.len() < 3 {
+        return Err(invalid(format!(
+            "{} node(s) given; Redlock needs at least 3 independent Redis masters (5 tolerate 2 \
+             failures); for one Redis use `.url(..)`",
+            urls.len()
+        )));
+    }
+    let mut nodes = Vec::with_capacity(urls.len());
+    let mut seen: Vec<String> = Vec::new();
+    for url in urls {
+        let (client, redacted) = open_url(url)?;
+        let info = client.get_connection_info();
+        let address = format!("{}/{}", info.addr(), info.redis_settings().db());
+        if seen.contains(&address) {
+            return Err(invalid(format!(
+                "{redacted} is listed twice; each node must be a different Redis, or one server \
+                 would count twice toward the majority"
+            )));
+        }
+        seen.push(address);
+        nodes.push(Node {
+            backend: server(&client, &redacted, c)?,
+            name: redacted,
+        });
+    }
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let target = format!("redlock[{}]", names.join(", "));
+    Ok((QuorumBackend::new(nodes, node_timeout), target))
+}

@@ -1,0 +1,492 @@
+//! [`LockClientBuilder`]: a client's settings and its one target (a Redis
+//! URL, a bb8 pool, Redlock nodes, or memory), checked before anything is
+//! opened; and the constructors of [`LockClient`].
+
+use std::fmt;
+use std::time::Duration;
+
+use bb8::Pool;
+use bb8_redis::RedisConnectionManager;
+
+use crate::backend::Backend;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::open::{self, Connect};
+use crate::backend::redis::Replicas;
+use crate::backoff::RetryPolicy;
+use crate::client::LockClient;
+use crate::core::{Core, Settings};
+use crate::error::{ConfigError, LockError};
+use crate::util::{MAX_PREFIX_LEN, redact_url, validate_ttl};
+use crate::wakeups::Wakeups;
+
+impl LockClient {
+    /// Connects to the Redis server at `url` with default settings, and checks
+    /// that it answers.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a URL that does not parse,
+    /// [`LockError::Connect`] when Redis cannot be reached within the
+    /// connection timeout (2 s).
+    pub async fn connect(url: impl Into<String>) -> Result<Self, LockError> {
+        Self::builder().url(url).build().await
+    }
+
+    /// A Redlock client over independent Redis masters (3 or 5) with
+    /// default settings, checking that a majority answers. See
+    /// [`LockClientBuilder::redlock`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad URL or node list,
+    /// [`LockError::Connect`] when no majority of the nodes answers.
+    pub async fn redlock<I, S>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().redlock(urls).build().await
+    }
+
+    /// A builder for a client with settings of your own.
+    pub fn builder() -> LockClientBuilder {
+        LockClientBuilder::default()
+    }
+
+    /// A client over a `bb8-redis` pool you built yourself, with default
+    /// settings otherwise (use [`LockClientBuilder::pool`] to change them).
+    ///
+    /// The pool stays shareable: the client checks a connection out only to
+    /// clone its multiplexed handle, and returns it at once.
+    pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
+        let settings = Settings::defaults("bb8 pool".to_owned());
+        let backend = open::from_pool(pool, None, settings.fence_retention);
+        Self::from_core(Core::new(Backend::Redis(backend), settings, Wakeups::off()))
+    }
+
+    /// A client that keeps locks in this process's memory.
+    ///
+    /// Same semantics as on Redis (ttl, wait, fencing tokens, watchdog, lost
+    /// locks), but nothing is shared with other processes: for single-process
+    /// services and for your own unit tests.
+    pub fn in_memory() -> Self {
+        memory(Settings::defaults("in-memory".to_owned()))
+    }
+}
+
+/// A client in memory with these settings.
+fn memory(settings: Settings) -> LockClient {
+    let (wakeups, wake) = Wakeups::local();
+    let backend = MemoryBackend::new(settings.fence_retention, wake);
+    LockClient::from_core(Core::new(Backend::Memory(backend), settings, wakeups))
+}
+
+/// Where a client keeps its locks: exactly one per builder.
+enum Target {
+    Url(String),
+    Pool(Pool<RedisConnectionManager>),
+    Redlock(Vec<String>),
+    Memory,
+}
+
+impl Target {
+    /// The setter that chose it, for errors.
+    fn setter(&self) -> &'static str {
+        match self {
+            Self::Url(_) => "`.url(..)`",
+            Self::Pool(_) => "`.pool(..)`",
+            Self::Redlock(_) => "`.redlock(..)`",
+            Self::Memory => "`.in_memory()`",
+        }
+    }
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
+            Self::Pool(_) => f.write_str("Pool"),
+            Self::Redlock(urls) => f
+                .debug_tuple("Redlock")
+                .field(&urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
+                .finish(),
+            Self::Memory => f.write_str("Memory"),
+        }
+    }
+}
+
+/// Settings for a [`LockClient`]; made by [`LockClient::builder`].
+///
+/// A builder takes one target, [`url`](Self::url), [`pool`](Self::pool),
+/// [`redlock`](Self::redlock) or [`in_memory`](Self::in_memory); a second
+/// one, or a setting the target does not use (say
+/// [`node_timeout`](Self::node_timeout) without Redlock), fails the build
+/// with [`ConfigError::ConflictingTargets`] or
+/// [`ConfigError::NotForTarget`] instead of being ignored.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redlock_runtime::LockError> {
+/// use std::time::Duration;
+/// use redlock_runtime::{LockClient, RetryPolicy};
+///
+/// let client = LockClient::builder()
+///     .url("redis://:secret@127.0.0.1:6379/0")
+///     .pool_size(4)
+///     .key_prefix("locks:billing:")
+///     .default_ttl(Duration::from_secs(10))
+///     .retry(RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(100)))
+///     .build()
+///     .await?;
+/// assert!(!format!("{client:?}").contains("secret"));
+/// # Ok(()) }
+/// ```
+#[must_use]
+#[derive(Debug, Default)]
+pub struct LockClientBuilder {
+    target: Option<Target>,
+    /// A second target given: `(first, second)`.
+    conflict: Option<(&'static str, &'static str)>,
+    node_timeout: Option<Duration>,
+    restart_delay: Option<Duration>,
+    replicas: Option<Replicas>,
+    require_noeviction: Option<bool>,
+    pool_size: Option<u32>,
+    connection_timeout: Option<Duration>,
+    settings: Settings,
+}
+
+impl LockClientBuilder {
+    fn target(mut self, target: Target) -> Self {
+        match &self.target {
+            Some(first) => {
+                self.conflict
+                    .get_or_insert((first.setter(), target.setter()));
+            }
+            None => self.target = Some(target),
+        }
+        self
+    }
+
+    /// The Redis server, as `redis://[user:password@]host[:port][/db]`
+    /// (`rediss://` needs the `redis` crate's TLS features).
+    pub fn url(self, url: impl Into<String>) -> Self {
+        self.target(Target::Url(url.into()))
+    }
+
+    /// Use this `bb8-redis` pool instead of building one from a URL. It stays
+    /// shareable: the client checks connections out only to clone their
+    /// multiplexed handles. Its size and connection timeout are the pool's
+    /// own: [`pool_size`](Self::pool_size) and
+    /// [`connection_timeout`](Self::connection_timeout) are refused with it.
+    pub fn pool(self, pool: Pool<RedisConnectionManager>) -> Self {
+        self.target(Target::Pool(pool))
+    }
+
+    /// Redlock: one lock over these independent Redis masters (3 or 5,
+    /// an odd number; not replicas of each other), held while a majority
+    /// holds it. See the crate docs, "Which mode do I need".
+    ///
+    /// Everything else works as with one Redis (wait, watchdog, guards,
+    /// `run`, the attribute), except [`LockRequest::fair`](crate::LockRequest::fair). Fencing tokens
+    /// stay strictly increasing across holders: each acquire raises the
+    /// counter on a majority to the largest it saw.
+    pub fn redlock<I, S>(self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.target(Target::Redlock(urls.into_iter().map(Into::into).collect()))
+    }
+
+    /// Keep locks in this process's memory (see [`LockClient::in_memory`]),
+    /// with this builder's key prefix, ttl, timeouts and retry policy. The
+    /// Redis settings (pool size, replicas, ...) are refused with it.
+    pub fn in_memory(self) -> Self {
+        self.target(Target::Memory)
+    }
+
+    /// Redlock: how long to wait for each node's answer. A node that does
+    /// not answer in time counts as failed; the acquire does not wait longer
+    /// than this (nor than a tenth of the ttl) for a slow or hung node.
+    /// Defaults to 100 ms. Refused without `.redlock(..)`.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Redlock: a node grants no lock until this long after it started, so
+    /// a node that restarted (and forgot the locks it held, whatever its
+    /// persistence short of `appendfsync always`) cannot help a second owner
+    /// to a majority while the first still holds the lock on other nodes.
+    /// Set it to the longest ttl in use. The start is read from the node
+    /// itself (`INFO server` uptime against `TIME`) on each new connection,
+    /// never from its data, so a node restored from a snapshot cannot look
+    /// older than it is; a node started less than the delay ago when the
+    /// client first meets it also waits it out. See the crate docs,
+    /// "Restarted nodes". Defaults to none. Refused without `.redlock(..)`.
+    pub fn restart_delay(mut self, delay: Duration) -> Self {
+        self.restart_delay = Some(delay);
+        self
+    }
+
+    /// One Redis primary with replicas: after each acquire and renewal, wait
+    /// (`WAIT count timeout`) until `count` replicas have the write. An
+    /// acquire that fewer replicas acknowledge does not count: it is tried
+    /// again within the wait, and given back (retried until its lease would
+    /// end) when the acquire fails with [`LockError::Replicas`]; a renewal
+    /// that fewer acknowledge does not count (the lock is presumed lost if
+    /// none counts before the lease ends). So a failover to a replica cannot
+    /// lose a lock the client believes held. `WAIT` blocks the connection it
+    /// runs on, so these writes use connections of their own (a second pool
+    /// of `pool_size`; with [`pool`](Self::pool), half of that pool's
+    /// connections, kept checked out): releases never wait behind a `WAIT`.
+    /// Defaults to none (no wait).
+    pub fn replicas(mut self, count: u32, timeout: Duration) -> Self {
+        self.replicas = Some(Replicas { count, timeout });
+        self
+    }
+
+    /// How many Redis connections the client uses (the pool's size, kept
+    /// open). Each is multiplexed, so a few carry thousands of concurrent lock
+    /// operations. Defaults to 4. For a client built from a URL or Redlock
+    /// nodes (each node has its own).
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = Some(size);
+        self
+    }
+
+    /// How long to wait for a new connection (connect and check it) before
+    /// an operation fails with [`LockError::Pool`]. Defaults to 2 s. For a
+    /// client built from a URL or Redlock nodes.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = Some(timeout);
+        self
+    }
+
+    /// How long one Redis command may take before it fails with
+    /// [`LockError::Timeout`]. Defaults to 500 ms, which is also the
+    /// response timeout that `redis` sets on the connections `bb8-redis`
+    /// makes, so longer values have no effect on those.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.command_timeout = timeout;
+        self
+    }
+
+    /// Prefix of every lock key in Redis. Defaults to `lock:`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.settings.key_prefix = prefix.into();
+        self
+    }
+
+    /// The lease of requests that set no `.ttl(..)`. Defaults to 30 s.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.default_ttl = ttl;
+        self
+    }
+
+    /// How long a key's fencing counter is kept after its last acquire.
+    /// Tokens never go back when a counter is gone (each is at least
+    /// Redis's clock in microseconds; see the crate docs, "Fencing
+    /// tokens"), so a counter need not live forever: a service that locks
+    /// per order id leaves no key behind this long after the last lock of
+    /// each. At least a second, and longer than the clock skew between
+    /// Redlock nodes. Defaults to a day.
+    pub fn fencing_retention(mut self, retention: Duration) -> Self {
+        self.settings.fence_retention = retention;
+        self
+    }
+
+    /// Refuse to build ([`ConfigError::EvictingPolicy`]) when Redis may
+    /// evict keys under memory pressure: a `maxmemory` limit with a
+    /// `maxmemory-policy` other than `noeviction`. Lock keys and fencing
+    /// counters have an expiry, so `volatile-*` policies evict them as
+    /// readily as `allkeys-*`: a lock evicted while held is a lock two
+    /// owners get. Without this, [`build`](Self::build) only logs a warning
+    /// (and with `CONFIG` disabled, as on some managed services, a debug
+    /// line saying it could not check). Defaults to `false`.
+    pub fn require_noeviction(mut self, require: bool) -> Self {
+        self.require_noeviction = Some(require);
+        self
+    }
+
+    /// Pacing of retries while waiting for a busy lock. Defaults to
+    /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.settings.retry = policy;
+        self
+    }
+
+    /// The target, once every setting is checked against it.
+    fn checked(&mut self) -> Result<Target, ConfigError> {
+        if let Some((first, second)) = self.conflict {
+            return Err(ConfigError::ConflictingTargets { first, second });
+        }
+        let target = self.target.take().ok_or(ConfigError::MissingRedis)?;
+        let setter = target.setter();
+        let not_for = |setting, hint| ConfigError::NotForTarget {
+            setting,
+            target: setter,
+            hint,
+        };
+        let redlock = matches!(target, Target::Redlock(_));
+        let memory = matches!(target, Target::Memory);
+        let pool = matches!(target, Target::Pool(_));
+        if !redlock && self.node_timeout.is_some() {
+            return Err(not_for(
+                "node_timeout",
+                "it is a Redlock setting: use it with `.redlock(urls)`",
+            ));
+        }
+        if !redlock && self.restart_delay.is_some() {
+            return Err(not_for(
+                "restart_delay",
+                "it is a Redlock setting: use it with `.redlock(urls)`",
+            ));
+        }
+        if memory && self.replicas.is_some() {
+            return Err(not_for(
+                "replicas",
+                "replicas acknowledge writes to a Redis primary",
+            ));
+        }
+        if memory && self.require_noeviction.is_some() {
+            return Err(not_for(
+                "require_noeviction",
+                "it checks a Redis server's eviction policy",
+            ));
+        }
+        if (memory || pool) && self.pool_size.is_some() {
+            return Err(not_for(
+                "pool_size",
+                "it sizes the pools the client opens from URLs; a pool you built has its own size",
+            ));
+        }
+        if (memory || pool) && self.connection_timeout.is_some() {
+            return Err(not_for(
+                "connection_timeout",
+                "it applies to the connections the client opens from URLs; set a pool's own on its bb8 builder",
+            ));
+        }
+        let s = &self.settings;
+        validate_ttl("default_ttl", s.default_ttl)?;
+        if s.key_prefix.len() > MAX_PREFIX_LEN {
+            return Err(ConfigError::PrefixTooLong {
+                len: s.key_prefix.len(),
+                max: MAX_PREFIX_LEN,
+            });
+        }
+        for (name, value) in [
+            ("command_timeout", Some(s.command_timeout)),
+            ("connection_timeout", self.connection_timeout),
+            ("node_timeout", self.node_timeout),
+        ] {
+            if let Some(value) = value
+                && value < Duration::from_millis(1)
+            {
+                return Err(ConfigError::InvalidDuration {
+                    name,
+                    value,
+                    reason: "must be at least 1 ms",
+                });
+            }
+        }
+        if self.pool_size == Some(0) {
+            return Err(ConfigError::ZeroPoolSize);
+        }
+        if s.fence_retention < Duration::from_secs(1) {
+            return Err(ConfigError::InvalidDuration {
+                name: "fencing_retention",
+                value: s.fence_retention,
+                reason: "must be at least 1 s (and longer than the clock skew between Redlock \
+                         nodes)",
+            });
+        }
+        validate_ttl("fencing_retention", s.fence_retention)?;
+        if let Some(r) = self.replicas
+            && (r.count == 0 || r.timeout.is_zero())
+        {
+            return Err(ConfigError::InvalidDuration {
+                name: "replicas timeout",
+                value: r.timeout,
+                reason: "`.replicas(count, timeout)` needs a count and a timeout above zero",
+            });
+        }
+        s.retry.validate()?;
+        Ok(target)
+    }
+
+    /// Builds the client and checks that Redis answers, is version 6.2 or
+    /// newer, and does not evict keys (see
+    /// [`require_noeviction`](Self::require_noeviction)).
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad setting, [`LockError::Connect`] when
+    /// Redis cannot be reached within the connection timeout.
+    pub async fn build(self) -> Result<LockClient, LockError> {
+        let require_noeviction = self.require_noeviction.unwrap_or(false);
+        let client = self.build_unchecked()?;
+        let core = client.core();
+        let target = core.settings().target.clone();
+        core.backend()
+            .check()
+            .await
+            .map_err(|e| LockError::Connect {
+                url: target.clone(),
+                detail: e.to_string(),
+            })?;
+        if let Some((target, version)) = core.backend().too_old_servers(&target).await.pop() {
+            return Err(ConfigError::ServerTooOld { target, version }.into());
+        }
+        for (target, policy) in core.backend().eviction_policies(&target).await {
+            let Some(policy) = policy else {
+                tracing::debug!(target: "redlock", %target, "could not read maxmemory-policy (CONFIG is disabled?); make sure Redis does not evict lock keys");
+                continue;
+            };
+            if require_noeviction {
+                return Err(ConfigError::EvictingPolicy { target, policy }.into());
+            }
+            tracing::warn!(target: "redlock", %target, %policy, "Redis may evict lock keys under memory pressure (maxmemory with maxmemory-policy {policy}): a lock evicted while held can be taken by a second owner; set maxmemory-policy noeviction");
+        }
+        Ok(client)
+    }
+
+    /// Builds the client without contacting Redis; connections are made on
+    /// first use.
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad setting or URL.
+    pub fn build_unchecked(mut self) -> Result<LockClient, LockError> {
+        let target = self.checked()?;
+        let connect = Connect {
+            pool_size: self.pool_size.unwrap_or(4),
+            connection_timeout: self.connection_timeout.unwrap_or(Duration::from_secs(2)),
+            replicas: self.replicas,
+            fence_retention: self.settings.fence_retention,
+            restart_delay: self.restart_delay,
+        };
+        let mut settings = self.settings;
+        let (backend, wakeups) = match target {
+            Target::Memory => {
+                settings.target = "in-memory".to_owned();
+                return Ok(memory(settings));
+            }
+            Target::Url(url) => {
+                let (client, redacted) = open::open_url(&url)?;
+                let backend = open::server(&client, &redacted, &connect)?;
+                settings.target = redacted;
+                // The URL also opens the wake-up subscriber connection.
+                (Backend::Redis(backend), Wakeups::subscriber(client))
+            }
+            Target::Pool(pool) => {
+                settings.target = "bb8 pool".to_owned();
+                let backend = open::from_pool(pool, self.replicas, settings.fence_retention);
+                (Backend::Redis(backend), Wakeups::off())
+            }
+            Target::Redlock(urls) => {
+                let node_timeout = self.node_timeout.unwrap_or(Duration::from_millis(100));
+                let (backend, name) = open::redlock(&urls, &connect, node_timeout)?;
+                settings.target = name;
+                (Backend::Quorum(backend), Wakeups::off())
+            }
+        };
+        Ok(LockClient::from_core(Core::new(backend, settings, wakeups)))
+    }
+}

@@ -1,0 +1,197 @@
+//! The client's core: the lock store, the settings, the watchdog and the
+//! wake-ups, shared (behind an `Arc`) by the public handle
+//! ([`LockClient`](crate::LockClient)), the requests, the guards and the
+//! acquires in flight. The watchdog task holds only a `Weak` to it, so a
+//! client whose handles and guards are all gone is dropped, task and all.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use crate::backend::Backend;
+use crate::backoff::RetryPolicy;
+use crate::lock::HeldLock;
+use crate::wakeups::Wakeups;
+use crate::watchdog::{self, Watchdog};
+
+/// Pause between two tries of a give-back or drop-release that failed.
+const RETRY_EVERY: Duration = Duration::from_millis(50);
+
+/// The default fencing retention: a day.
+pub(crate) const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The settings every operation reads.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// What the client talks to, safe to print (password redacted).
+    pub(crate) target: String,
+    pub(crate) key_prefix: String,
+    pub(crate) default_ttl: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    /// How long a fencing counter outlives its key's last acquire.
+    pub(crate) fence_retention: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::defaults(String::new())
+    }
+}
+
+impl Settings {
+    pub(crate) fn defaults(target: String) -> Self {
+        Self {
+            target,
+            key_prefix: "lock:".to_owned(),
+            default_ttl: Duration::from_secs(30),
+            command_timeout: Duration::from_millis(500),
+            retry: RetryPolicy::default(),
+            fence_retention: DEFAULT_FENCE_RETENTION,
+        }
+    }
+}
+
+/// What every handle of one client shares.
+#[derive(Debug)]
+pub(crate) struct Core {
+    /// Tells clients apart (reentrancy is per client).
+    id: u64,
+    backend: Backend,
+    settings: Settings,
+    watchdog: Watchdog,
+    wakeups: Wakeups,
+}
+
+impl Core {
+    pub(crate) fn new(backend: Backend, settings: Settings, wakeups: Wakeups) -> Arc<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Arc::new(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            backend,
+            settings,
+            watchdog: Watchdog::default(),
+            wakeups,
+        })
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub(crate) fn wakeups(&self) -> &Wakeups {
+        &self.wakeups
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    /// Has the watchdog renew (or watch the end of) `held`; its id there.
+    /// Starts the watchdog task when none runs.
+    pub(crate) fn watch(self: &Arc<Self>, held: Arc<HeldLock>) -> u64 {
+        let (id, start) = self.watchdog.register(held);
+        if start {
+            tokio::spawn(run_watchdog(Arc::downgrade(self)));
+        }
+        id
+    }
+
+    /// Runs `op` (each try bounded by the command timeout and by what is
+    /// left) until it succeeds or `until` passes; `None` if it never did.
+    pub(crate) async fn retry_until<T, E, F, Fut>(
+        &self,
+        key: &str,
+        until: Instant,
+        op: F,
+    ) -> Option<T>
+    where
+        F: Fn(Duration) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: std::fmt::Display,
+    {
+        let command_timeout = self.settings.command_timeout;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match op(command_timeout.min(left).max(Duration::from_millis(1))).await {
+                Ok(value) => return Some(value),
+                Err(error) => {
+                    if Instant::now() + RETRY_EVERY >= until {
+                        return None;
+                    }
+                    tracing::debug!(target: "redlock", key = %key, %error, "give-back failed; retrying");
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+            }
+        }
+    }
+}
+
+/// Clears the watchdog's `running` flag if its task ends without doing so
+/// itself (its runtime shut down), so that the next acquisition starts a
+/// new one.
+struct Running {
+    core: Weak<Core>,
+    armed: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(core) = self.core.upgrade()
+        {
+            core.watchdog.stopped();
+        }
+    }
+}
+
+/// The watchdog task: plans, renews due locks in batches, sleeps until the
+/// next is due. It holds the core only while it works, never while it
+/// sleeps, and ends with the last held lock (or with the client).
+async fn run_watchdog(weak: Weak<Core>) {
+    let mut running = Running {
+        core: weak.clone(),
+        armed: true,
+    };
+    loop {
+        let Some(core) = weak.upgrade() else {
+            running.armed = false;
+            return;
+        };
+        let Some(plan) = core.watchdog.plan(Instant::now()) else {
+            // `plan` cleared `running` under its lock: a registration from
+            // now on starts a new task, which this one must not undo.
+            running.armed = false;
+            return;
+        };
+        for (held, reason) in plan.expired {
+            held.mark_lost(reason);
+        }
+        if plan.renew.is_empty() {
+            let Some(at) = plan.sleep_until else {
+                continue; // only expired leases: plan again
+            };
+            let woken = core.watchdog.woken();
+            drop(core);
+            tokio::select! {
+                () = sleep_until(at) => {}
+                () = woken => {}
+            }
+            continue;
+        }
+        for chunk in plan.renew.chunks(watchdog::MAX_BATCH) {
+            let timeout = core.settings.command_timeout;
+            watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! [`HeldLock`]: the state of one held lock, shared by its guard, the `run`
+//! scopes under it and the watchdog that renews it; and [`Lost`], the
+//! future that says when it was lost.
+//!
+//! Every fact about a held lock (its lease, whether it is held, when it is
+//! next renewed, why it was lost) is computed here, once; the guard,
+//! [`CurrentLock`](crate::CurrentLock) and the watchdog only ask.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::{OwnedMutexGuard, watch};
+use tokio::time::Instant;
+use tracing::Span;
+
+use crate::backend::{Backend, End, Ended, Keys, OpError, Renewal};
+use crate::error::LostReason;
+use crate::telemetry::{self, Labels};
+
+/// What an acquire that succeeded hands to [`HeldLock::new`].
+#[derive(Debug)]
+pub(crate) struct Taken {
+    pub(crate) keys: Keys,
+    pub(crate) token: String,
+    pub(crate) fence: u64,
+    pub(crate) ttl: Duration,
+    /// When the acquire that took the lock was sent.
+    pub(crate) sent: Instant,
+    pub(crate) renew: bool,
+    pub(crate) fair: bool,
+    pub(crate) hold: Option<Hold>,
+    pub(crate) labels: Labels,
+}
+
+/// A minimum hold (`hold_at_least`), measured on the store's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hold {
+    /// When the lock was acquired, on the store's clock (ms).
+    pub(crate) at_ms: u64,
+    pub(crate) min: Duration,
+}
+
+/// The lease as this process knows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    /// The ttl renewals use.
+    pub(crate) ttl: Duration,
+    /// When the last confirmed (re)set of the lease was sent.
+    pub(crate) sent: Instant,
+    /// `sent + validity(ttl)`: the lease cannot end before this on the
+    /// Redis side (Redis received the command after it was sent), so this
+    /// process may presume the lock held until then.
+    pub(crate) deadline: Instant,
+    /// When a failed renewal is to be tried again.
+    pub(crate) retry_at: Option<Instant>,
+}
+
+impl Lease {
+    /// When the watchdog renews this lease: a third of the ttl after its
+    /// last confirmed reset, or sooner after a failed renewal.
+    pub(crate) fn renew_at(&self) -> Instant {
+        self.retry_at.unwrap_or(self.sent + self.ttl / 3)
+    }
+}
+
+/// One held lock. Fields are private: the guard, the scopes and the
+/// watchdog go through the methods below.
+pub(crate) struct HeldLock {
+    /// The id of the client core that took it (reentrancy is per client).
+    client: u64,
+    keys: Keys,
+    token: String,
+    fence: u64,
+    /// Whether the watchdog renews the lease (else it only watches it end).
+    renew: bool,
+    /// Taken in fair mode: the release wakes the first waiter in line.
+    fair: bool,
+    /// The minimum hold, and the acquire time on the store's clock.
+    hold: Option<Hold>,
+    /// Held by the watchdog while a renewal of this lock is in flight, and
+    /// by the release: no renewal is sent after a release.
+    gate: Arc<tokio::sync::Mutex<()>>,
+    lease: Mutex<Lease>,
+    lost: watch::Sender<Option<LostReason>>,
+    /// Set once the owning guard released or dropped the lock: every view
+    /// of it (reentrant guards, [`CurrentLock`](crate::CurrentLock)) then
+    /// says it is not held.
+    ended: AtomicBool,
+    /// The metrics' labels.
+    labels: Labels,
+    /// When the acquire returned (for the hold-time histogram).
+    acquired_at: Instant,
+    /// `redlock.hold{key, fencing_token}`: open while the lock is held.
+    span: Span,
+}
+
+impl fmt::Debug for HeldLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldLock")
+            .field("key", &self.keys.user)
+            .field("fence", &self.fence)
+            .field("renew", &self.renew)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HeldLock {
+    /// The lock `taken` by the client core `client`; `validity` is how long
+    /// after a confirmed (re)set the lease may be presumed to last.
+    pub(crate) fn new(client: u64, taken: Taken, validity: Duration) -> Self {
+        let Taken {
+            keys,
+            token,
+            fence,
+            ttl,
+            sent,
+            renew,
+            fair,
+            hold,
+            labels,
+        } = taken;
+        let span = telemetry::hold_span(&keys.user, fence);
+        Self {
+            client,
+            keys,
+            token,
+            fence,
+            renew,
+            fair,
+            hold,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            lease: Mutex::new(Lease {
+                ttl,
+                sent,
+                deadline: sent + validity,
+                retry_at: None,
+            }),
+            lost: watch::Sender::new(None),
+            ended: AtomicBool::new(false),
+            labels,
+            acquired_at: Instant::now(),
+            span,
+        }
+    }
+
+    /// The id of the client core that holds it.
+    pub(crate) fn client(&self) -> u64 {
+        self.client
+    }
+
+    /// The key as the user gave it.
+    pub(crate) fn key(&self) -> &str {
+        &self.keys.user
+    }
+
+    /// The owner token: a secret (whoever has it can release the lock).
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    pub(crate) fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// Whether the watchdog renews the lease.
+    pub(crate) fn renews(&self) -> bool {
+        self.renew
+    }
+
+    /// How long since the acquire returned.
+    pub(crate) fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
+    }
+
+    pub(crate) fn lease(&self) -> Lease {
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When the watchdog next has to look at this lock: its renewal, or
+    /// (not renewed) the end of its lease.
+    pub(crate) fn next_wake(&self, lease: &Lease) -> Instant {
+        if self.renew {
+            lease.renew_at().min(lease.deadline)
+        } else {
+            lease.deadline
+        }
+    }
+
+    /// Why the lock is presumed lost when its lease ran out unconfirmed.
+    pub(crate) fn ran_out(&self) -> LostReason {
+        if self.renew {
+            LostReason::Unconfirmed
+        } else {
+            LostReason::Expired
+        }
+    }
+
+    /// Records a confirmed (re)set of the lease sent at `sent`, valid for
+    /// `validity` from then, unless a later one was already recorded.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration, validity: Duration) {
+        let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
+        if sent >= lease.sent {
+            *lease = Lease {
+                ttl,
+                sent,
+                deadline: sent + validity,
+                retry_at: None,
+            };
+        }
+    }
+
+    /// Schedules the next renewal attempt after a failure.
+    pub(crate) fn retry_at(&self, at: Instant) {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retry_at = Some(at);
+    }
+
+    /// What the watchdog sends to renew it.
+    pub(crate) fn renewal(&self, ttl: Duration) -> Renewal<'_> {
+        Renewal {
+            keys: &self.keys,
+            token: &self.token,
+            ttl,
+        }
+    }
+
+    /// The renewal gate, if no renewal or release holds it.
+    pub(crate) fn try_gate(&self) -> Option<OwnedMutexGuard<()>> {
+        Arc::clone(&self.gate).try_lock_owned().ok()
+    }
+
+    /// The renewal gate: waits out a renewal in flight.
+    pub(crate) async fn gate(&self) -> OwnedMutexGuard<()> {
+        Arc::clone(&self.gate).lock_owned().await
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        *self.lost.borrow()
+    }
+
+    /// Not released, not known lost, and the lease last confirmed has not
+    /// run out.
+    pub(crate) fn is_held(&self) -> bool {
+        self.refused_at(Instant::now()).is_none()
+    }
+
+    /// How long the lease is known to last from now (zero once not held).
+    pub(crate) fn remaining(&self) -> Duration {
+        let now = Instant::now();
+        if self.refused_at(now).is_some() {
+            return Duration::ZERO;
+        }
+        self.lease().deadline.saturating_duration_since(now)
+    }
+
+    /// Marks the lock released by its owner (every view then says so).
+    pub(crate) fn set_ended(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Why a re-entry into this lock must fail, if it must: the lock was
+    /// released, lost, or its lease ran out.
+    pub(crate) fn reentry_refused(&self) -> Option<LostReason> {
+        self.refused_at(Instant::now())
+    }
+
+    fn refused_at(&self, now: Instant) -> Option<LostReason> {
+        if self.ended.load(Ordering::Acquire) {
+            return Some(LostReason::Released);
+        }
+        if let Some(reason) = self.lost_reason() {
+            return Some(reason);
+        }
+        (now >= self.lease().deadline).then(|| self.ran_out())
+    }
+
+    /// A future that completes when the lock is known or presumed lost.
+    pub(crate) fn lost_future(&self) -> Lost {
+        let mut rx = self.lost.subscribe();
+        Lost {
+            inner: Box::pin(async move {
+                loop {
+                    if let Some(reason) = *rx.borrow_and_update() {
+                        return reason;
+                    }
+                    if rx.changed().await.is_err() {
+                        // The guard is gone and the lock was not lost.
+                        return std::future::pending().await;
+                    }
+                }
+            }),
+        }
+    }
+
+    /// Marks the lock lost (once) and wakes every [`Lost`] future.
+    pub(crate) fn mark_lost(&self, reason: LostReason) {
+        let first = self.lost.send_if_modified(|current| {
+            if current.is_none() {
+                // Counted before anyone waiting on `lost()` wakes.
+                telemetry::lost(&self.labels, reason);
+                *current = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+        if first {
+            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fence = self.fence, %reason, "lock lost");
+        }
+    }
+
+    /// Ends the lock on the store: deletes it, or, with a minimum hold not
+    /// yet over, leaves it to expire when the hold ends. `Ok(false)` when
+    /// the lock no longer held this owner's token.
+    pub(crate) async fn end(&self, backend: &Backend, limit: Duration) -> Result<bool, OpError> {
+        let end = End {
+            keys: &self.keys,
+            token: &self.token,
+            fence: self.fence,
+            fair: self.fair,
+            hold: self.hold.map(|h| (h.at_ms, h.min)),
+        };
+        let ended = backend.end(&end, limit).await?;
+        if ended == Ended::HeldUntilMinimum {
+            tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");
+        }
+        Ok(ended != Ended::NotOwner)
+    }
+}
+
+/// Completes when a lock is known or presumed lost; made by
+/// [`LockGuard::lost`](crate::LockGuard::lost) and
+/// [`CurrentLock::lost`](crate::CurrentLock::lost).
+#[must_use = "futures do nothing unless awaited"]
+pub struct Lost {
+    inner: Pin<Box<dyn Future<Output = LostReason> + Send>>,
+}
+
+impl Future for Lost {
+    type Output = LostReason;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<LostReason> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lost").finish_non_exhaustive()
+    }
+}
