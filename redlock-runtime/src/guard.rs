@@ -8,6 +8,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
+use crate::backend::OpError;
 use crate::core::Core;
 use crate::error::{LockError, LostReason, Operation};
 use crate::lock::{HeldLock, Lost};
@@ -237,6 +238,29 @@ impl LockGuard {
                 Err(e.into_lock_error(held.key(), Operation::Release))
             }
         }
+    }
+
+    /// Runs `op` on the held lock with renewals paused (for a record's
+    /// completion or release). When it succeeds the lock is finished: no
+    /// longer renewed, and not released on drop. When it fails, nothing
+    /// changed: renewals go on, and a drop still releases.
+    pub(crate) async fn finish_with<T, F, Fut>(&mut self, op: F) -> Result<T, OpError>
+    where
+        F: FnOnce(Arc<Core>, Arc<HeldLock>) -> Fut,
+        Fut: Future<Output = Result<T, OpError>>,
+    {
+        let gate = self.held.gate().await;
+        let result = op(Arc::clone(&self.core), Arc::clone(&self.held)).await;
+        if result.is_ok() {
+            if let Some(id) = self.renewal_id {
+                self.core.watchdog().deregister(id);
+            }
+            self.released = true;
+            self.held.set_ended();
+            telemetry::held(self.held.labels(), self.held.held_for());
+        }
+        drop(gate);
+        result
     }
 
     fn lost_error(&self, reason: LostReason) -> LockError {

@@ -239,6 +239,7 @@ mod guard;
 mod install;
 mod lock;
 pub mod metrics;
+mod record;
 mod request;
 mod scope;
 mod scripts;
@@ -267,6 +268,11 @@ pub use redlock_macros::distributed_lock;
 /// built on: build a pool for [`LockClientBuilder::pool`] with the very
 /// versions it takes.
 pub use bb8_redis;
+
+/// The `bb8-redis` pool that [`LockClient::from_pool`] and
+/// [`LockClientBuilder::pool`] take (build it with [`bb8_redis`]'s
+/// re-exported `bb8`).
+pub type RedisPool = bb8_redis::bb8::Pool<bb8_redis::RedisConnectionManager>;
 
 // Not public API: used by the code `#[distributed_lock]` generates.
 #[doc(hidden)]

@@ -158,6 +158,10 @@ impl HeldLock {
         &self.keys.user
     }
 
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
     /// The owner token: a secret (whoever has it can release the lock).
     pub(crate) fn token(&self) -> &str {
         &self.token

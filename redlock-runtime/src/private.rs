@@ -17,7 +17,13 @@ pub use crate::LockRequest;
 pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
 pub use crate::scope::OnLost;
 pub use crate::util::redact_url;
-use crate::wakeups::Subscription;
+
+/// Idempotency records for `redlock-axum`: see the module.
+pub mod record {
+    pub use crate::record::{
+        ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, RecordLease, Records,
+    };
+}
 use crate::{ConfigError, LockClient, LockError};
 
 /// The owner token of `guard`: the random secret that marks its owner in
@@ -30,51 +36,6 @@ pub fn owner_token(guard: &crate::LockGuard) -> &str {
 /// locks due together are renewed in one (for tests and benchmarks).
 pub fn renewal_round_trips(client: &LockClient) -> u64 {
     client.core().watchdog().round_trips()
-}
-
-/// Subscribes to the Redis channel `channel` through `client`'s wake-up
-/// subscriber connection (the one lock waiters are woken through), so
-/// that a `PUBLISH` on it completes [`ChannelSubscription::changed`].
-///
-/// Subscribing is bounded by `limit`. `None` when the client has no
-/// subscriber (built from a pool, on Redlock or in memory). A message can
-/// be missed while the subscriber reconnects, so callers must also poll,
-/// with a bounded interval, whatever the message announces.
-pub async fn subscribe(
-    client: &LockClient,
-    channel: &str,
-    limit: Duration,
-) -> Option<ChannelSubscription> {
-    client.pool()?;
-    let subscription = client
-        .core()
-        .wakeups()
-        .subscribe(channel, None, limit)
-        .await?;
-    Some(ChannelSubscription { subscription })
-}
-
-/// Interest in one Redis channel, made by [`subscribe`]; unsubscribes (with
-/// the client's last subscriber of that channel) on drop.
-#[derive(Debug)]
-pub struct ChannelSubscription {
-    subscription: Subscription,
-}
-
-impl ChannelSubscription {
-    /// Completes on the next message on the channel, or at once if one came
-    /// since the subscription started (or since the last `changed`) and was
-    /// not yet taken by another subscriber. Each message wakes one
-    /// subscriber of the channel in this client (the longest waiting).
-    pub async fn changed(&self) {
-        self.subscription.notify().notified().await;
-    }
-
-    /// Wakes the next subscriber of the channel in this client, as a
-    /// message would.
-    pub fn wake_next(&self) {
-        self.subscription.notify().notify_one();
-    }
 }
 
 /// A lock key being built from the template's text and its arguments'

@@ -255,3 +255,88 @@ return 1
 "
     ))
 });
+
+// Idempotency records (the `redlock-axum` layer's, through
+// `__private::record`). A record is a hash at `KEYS[1]`:
+// - `st`: `p` (in progress), `c` (completed, replayable) or `n` (completed,
+//   too large to replay);
+// - `own`: the owner token (while in progress only), `fen`: the fencing
+//   token, `fp`: the request fingerprint;
+// - once completed, `code`, `hdr` (the stored headers) and `body`.
+// Its expiry is the lease while in progress and the retention once
+// completed; the fencing counter lives beside it (`KEYS[2]`, same hash
+// tag). Completing and releasing publish on the channel named like the
+// record, which wakes duplicates waiting for the result.
+
+/// absent -> in progress. `KEYS` record, counter. `ARGV` owner, lease
+/// (ms), fingerprint, counter retention (ms). Returns `{'claimed', fence}`,
+/// `{'mismatch'}`, `{'processing', pttl}` or `{state, code, hdr, body}`.
+/// Repeating it with the same owner while in progress answers
+/// `processing`: the give-back of a claim whose answer was lost releases it.
+pub(crate) static RECORD_CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{NEXT_FENCE}{}",
+        r"
+local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
+if not rec[1] then
+  local fence = string.format('%.0f', next_fence(KEYS[2], ARGV[4], redis.call('TIME')))
+  redis.call('HSET', KEYS[1], 'st', 'p', 'own', ARGV[1], 'fen', fence, 'fp', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {'claimed', fence}
+end
+if rec[2] ~= ARGV[3] then return {'mismatch'} end
+if rec[1] == 'p' then return {'processing', tostring(redis.call('PTTL', KEYS[1]))} end
+local done = redis.call('HMGET', KEYS[1], 'code', 'hdr', 'body')
+return {rec[1], done[1] or '', done[2] or '', done[3] or ''}
+",
+    ))
+});
+
+/// Resets the lease while the owner holds the record. `ARGV` owner, lease
+/// (ms), and a third argument ignored (the lock's `EXTEND` takes one, so
+/// the watchdog's batch sends both alike). Returns 1 or 0.
+pub(crate) static RECORD_RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+",
+    )
+});
+
+/// in progress -> completed, for the owner only. `ARGV` owner, state (`c`
+/// or `n`), status code, headers, body, retention (ms). Returns 1 or 0.
+pub(crate) static RECORD_COMPLETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'st', ARGV[2], 'code', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
+redis.call('HDEL', KEYS[1], 'own')
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PUBLISH', KEYS[1], '')
+return 1
+",
+    )
+});
+
+/// in progress -> absent, for the owner only. `ARGV` owner. Returns 1 or 0.
+pub(crate) static RECORD_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[1], '')
+return 1
+",
+    )
+});
+
+/// The script that renews a lease of this kind: the lock's `EXTEND`, or the
+/// record's `RECORD_RENEW` (same arguments).
+pub(crate) fn renew_script(kind: crate::backend::Kind) -> &'static Script {
+    match kind {
+        crate::backend::Kind::Lock => &EXTEND,
+        crate::backend::Kind::Record => &RECORD_RENEW,
+    }
+}

@@ -17,6 +17,10 @@ pub(crate) struct Labels {
     lock: Arc<str>,
     #[cfg(feature = "metrics")]
     backend: &'static str,
+    /// `false` for what is not a lock (an idempotency record's lease): not
+    /// counted in the lock metrics.
+    #[cfg(feature = "metrics")]
+    counted: bool,
 }
 
 /// The `lock` label of a key without an explicit label: its first
@@ -37,7 +41,20 @@ impl Labels {
             },
             #[cfg(feature = "metrics")]
             backend: mode.as_str(),
+            #[cfg(feature = "metrics")]
+            counted: true,
         }
+    }
+
+    /// Labels that count nothing (an idempotency record's lease).
+    pub(crate) fn uncounted(mode: Mode) -> Self {
+        #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+        let mut labels = Self::new(None, "", mode);
+        #[cfg(feature = "metrics")]
+        {
+            labels.counted = false;
+        }
+        labels
     }
 
     #[cfg(test)]
@@ -56,6 +73,9 @@ mod imp {
     use crate::metrics as names;
 
     pub(super) fn count(name: &'static str, labels: &Labels) {
+        if !labels.counted {
+            return;
+        }
         counter!(name, "lock" => labels.lock.clone(), "backend" => labels.backend).increment(1);
     }
 
@@ -65,16 +85,25 @@ mod imp {
         extra: &'static str,
         value: &'static str,
     ) {
+        if !labels.counted {
+            return;
+        }
         counter!(name, "lock" => labels.lock.clone(), "backend" => labels.backend, extra => value)
             .increment(1);
     }
 
     pub(super) fn wait(labels: &Labels, outcome: &'static str, waited: Duration) {
+        if !labels.counted {
+            return;
+        }
         histogram!(names::WAIT_SECONDS, "lock" => labels.lock.clone(), "backend" => labels.backend, "outcome" => outcome)
             .record(waited.as_secs_f64());
     }
 
     pub(super) fn hold(labels: &Labels, held: Duration) {
+        if !labels.counted {
+            return;
+        }
         histogram!(names::HOLD_SECONDS, "lock" => labels.lock.clone(), "backend" => labels.backend)
             .record(held.as_secs_f64());
     }

@@ -2,13 +2,11 @@
 //! one idempotent request.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::fmt;
 use std::future::poll_fn;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,7 +29,8 @@ use crate::context::IdempotencyContext;
 use crate::fingerprint::{fingerprint, short_hash};
 use crate::key::validate;
 use crate::rejection::IdempotencyRejection;
-use crate::store::{Claim, IdempotencyStore, RecordKey, Stored, Watcher};
+use crate::store::{Claim, IdempotencyStore, Stored, Watcher, record_keys};
+use redlock_runtime::__private::record::{RecordKeys, RecordLease};
 
 /// The response header set on replayed responses.
 pub const IDEMPOTENT_REPLAYED: http::HeaderName =
@@ -239,7 +238,7 @@ impl Pending {
             .extensions
             .get::<MatchedPath>()
             .map_or(parts.uri.path(), MatchedPath::as_str);
-        let record = RecordKey::new(
+        let record = record_keys(
             &config.key_prefix,
             &scope_hash,
             parts.method.as_str(),
@@ -247,11 +246,9 @@ impl Pending {
             derived,
             &key_hash,
         );
-        let owner = uuid::Uuid::new_v4().to_string();
         let request = Claimed {
             config,
             record,
-            owner,
             key_hash,
             derived,
             retention,
@@ -263,8 +260,7 @@ impl Pending {
 /// A request about to claim its record, then run or answer from it.
 struct Claimed {
     config: Arc<Config>,
-    record: RecordKey,
-    owner: String,
+    record: RecordKeys,
     key_hash: String,
     derived: bool,
     retention: Duration,
@@ -301,9 +297,9 @@ impl Claimed {
             }
         };
         match claim {
-            Claim::Claimed { fence } => {
+            Claim::Claimed(lease) => {
                 crate::metrics::outcome("claimed");
-                self.execute(inner, parts, bytes, fence).await
+                self.execute(inner, parts, bytes, lease).await
             }
             Claim::Processing { lease_left } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "duplicate while the first request runs: 409");
@@ -330,11 +326,11 @@ impl Claimed {
         let mut watcher: Option<Watcher> = None;
         let mut woken = false;
         loop {
+            // A claim whose answer was lost is given back by the runtime.
             let claim = config
                 .store
                 .claim(
                     &self.record,
-                    &self.owner,
                     fingerprint,
                     config.lease,
                     fence_ttl,
@@ -343,15 +339,6 @@ impl Claimed {
                 .await
                 .map_err(|error| {
                     tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "idempotency store unavailable");
-                    if error.outcome_unknown() {
-                        tokio::spawn(give_back(
-                            config.store.clone(),
-                            self.record.clone(),
-                            self.owner.clone(),
-                            config.lease,
-                            config.redis_timeout,
-                        ));
-                    }
                 })?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match (claim, left) {
@@ -378,7 +365,7 @@ impl Claimed {
                 (claim, _) => {
                     if woken
                         && let Some(watcher) = &watcher
-                        && !matches!(claim, Claim::Claimed { .. })
+                        && !matches!(claim, Claim::Claimed(_))
                     {
                         // One message wakes one waiter per process: pass
                         // the news on to the next duplicate.
@@ -431,14 +418,16 @@ impl Claimed {
         response
     }
 
-    /// Runs the handler holding the record, renewing its lease, then
-    /// completes or releases the record.
+    /// Runs the handler holding the record (the client's watchdog renews
+    /// its lease meanwhile), then completes or releases the record. If this
+    /// task is cancelled first (runtime shutdown), dropping the lease
+    /// releases the record.
     async fn execute<S, B>(
         self,
         mut inner: S,
         parts: Parts,
         bytes: Bytes,
-        fence: u64,
+        mut lease: RecordLease,
     ) -> Result<Response, S::Error>
     where
         S: Service<Request<Body>, Response = Response<B>> + Send,
@@ -446,54 +435,37 @@ impl Claimed {
         B: HttpBody<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let fence = lease.fencing_token();
         let context = self.context(fence, false);
         tracing::debug!(target: TARGET, key_hash = %self.key_hash, fence, "claimed; running the handler");
         let mut request = Request::from_parts(parts, Body::from(bytes));
         request.extensions_mut().insert(context.clone());
-        // Releases the record if this task is cancelled (runtime shutdown)
-        // before it completes or releases it.
-        let mut guard = ReleaseOnDrop {
-            store: self.config.store.clone(),
-            record: self.record.clone(),
-            owner: self.owner.clone(),
-            limit: self.config.redis_timeout,
-            armed: true,
-        };
         let config = Arc::clone(&self.config);
         let work = async {
             poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await?;
             Ok::<_, S::Error>(take_response(response, &config).await)
         };
-        let lost = AtomicBool::new(false);
-        let result = tokio::select! {
-            result = AssertUnwindSafe(work).catch_unwind() => result,
-            never = self.renew(&lost) => match never {},
-        };
-        let lost = lost.load(Ordering::Relaxed);
-        let outcome = match result {
+        let outcome = match AssertUnwindSafe(work).catch_unwind().await {
             Err(panic) => {
                 tracing::warn!(target: TARGET, key_hash = %self.key_hash, "the handler panicked; releasing the key so that a retry runs");
-                self.release().await;
-                guard.armed = false;
+                self.release(lease).await;
                 std::panic::resume_unwind(panic);
             }
             Ok(Err(error)) => {
-                self.release().await;
-                guard.armed = false;
+                self.release(lease).await;
                 return Err(error);
             }
             Ok(Ok(outcome)) => outcome,
         };
-        guard.armed = false;
         let mut response = match outcome {
             Taken::Store { stored, response } => {
-                self.complete(&stored, lost).await;
+                self.complete(&mut lease, &stored).await;
                 response
             }
             Taken::Release { response } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = response.status().as_u16(), "response not stored; releasing the key");
-                self.release().await;
+                self.release(lease).await;
                 response
             }
         };
@@ -501,57 +473,15 @@ impl Claimed {
         Ok(response)
     }
 
-    /// Renews the lease every `lease / 3` while the handler runs; never
-    /// returns (stops renewing once the lease is lost).
-    async fn renew(&self, lost: &AtomicBool) -> Infallible {
-        let config = &self.config;
-        let every = config.lease / 3;
-        let mut confirmed = Instant::now();
-        loop {
-            tokio::time::sleep(every).await;
-            match config
-                .store
-                .renew(
-                    &self.record,
-                    &self.owner,
-                    config.lease,
-                    config.redis_timeout.min(every),
-                )
-                .await
-            {
-                Ok(true) => confirmed = Instant::now(),
-                Ok(false) => {
-                    tracing::warn!(target: TARGET, key_hash = %self.key_hash, "lease lost while the handler runs (the record expired or was taken over); its response will not be stored");
-                    lost.store(true, Ordering::Relaxed);
-                }
-                Err(error) if confirmed.elapsed() >= config.lease => {
-                    tracing::warn!(target: TARGET, key_hash = %self.key_hash, %error, "lease presumed lost: renewals failed for a whole lease; another request may run with this key");
-                    lost.store(true, Ordering::Relaxed);
-                }
-                Err(error) => {
-                    tracing::debug!(target: TARGET, key_hash = %self.key_hash, %error, "lease renewal failed; retrying");
-                }
-            }
-            if lost.load(Ordering::Relaxed) {
-                return std::future::pending().await;
-            }
-        }
-    }
-
     /// Stores the completed response (owner-checked), retrying a failed
-    /// store a few times.
-    async fn complete(&self, stored: &Stored, lost: bool) {
+    /// store a few times; if it never succeeds, dropping the lease releases
+    /// the record (owner-checked: a completion that did land stays).
+    async fn complete(&self, lease: &mut RecordLease, stored: &Stored) {
         let config = &self.config;
+        let completion = stored.completion();
         for attempt in 1..=COMPLETE_ATTEMPTS {
-            match config
-                .store
-                .complete(
-                    &self.record,
-                    &self.owner,
-                    stored,
-                    self.retention,
-                    config.redis_timeout,
-                )
+            match lease
+                .complete(&completion, self.retention, config.redis_timeout)
                 .await
             {
                 Ok(true) => {
@@ -559,11 +489,11 @@ impl Claimed {
                     return;
                 }
                 Ok(false) => {
-                    tracing::warn!(target: TARGET, key_hash = %self.key_hash, lease_lost = lost, "the lease was lost before the response was stored; the record was left alone and a retry may run the handler again");
+                    tracing::warn!(target: TARGET, key_hash = %self.key_hash, "the lease was lost before the response was stored; the record was left alone and a retry may run the handler again");
                     return;
                 }
                 Err(error) if attempt == COMPLETE_ATTEMPTS => {
-                    tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "could not store the response; the key frees after its lease and a retry would run the handler again");
+                    tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "could not store the response; the key is released and a retry would run the handler again");
                 }
                 Err(error) => {
                     tracing::debug!(target: TARGET, key_hash = %self.key_hash, %error, attempt, "storing the response failed; retrying");
@@ -574,73 +504,16 @@ impl Claimed {
     }
 
     /// Releases the record (owner-checked) so that a retry runs.
-    async fn release(&self) {
-        let config = &self.config;
-        match config
-            .store
-            .release(&self.record, &self.owner, config.redis_timeout)
-            .await
-        {
+    async fn release(&self, lease: RecordLease) {
+        match lease.release(self.config.redis_timeout).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "release: the record was no longer ours");
             }
             Err(error) => {
-                tracing::warn!(target: TARGET, key_hash = %self.key_hash, %error, "could not release the key; it frees when its lease runs out");
+                tracing::warn!(target: TARGET, key_hash = %self.key_hash, %error, "could not release the key; retried until its lease runs out");
             }
         }
-    }
-}
-
-/// A claim whose answer was lost (timeout, broken connection) may still be
-/// applied, even later (queued in a paused Redis): release it, so that
-/// retries do not get `409` for a whole lease. Tries until a release
-/// succeeds or a lease has passed (after which a late claim expires by
-/// itself); releases are owner-checked, so extra ones are harmless.
-async fn give_back(
-    store: IdempotencyStore,
-    record: RecordKey,
-    owner: String,
-    lease: Duration,
-    limit: Duration,
-) {
-    let until = Instant::now() + lease;
-    let every = (lease / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
-    loop {
-        if let Ok(true) = store.release(&record, &owner, limit).await {
-            return;
-        }
-        if Instant::now() + every >= until {
-            return;
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
-/// Releases an unfinished record from a spawned task when dropped armed.
-struct ReleaseOnDrop {
-    store: IdempotencyStore,
-    record: RecordKey,
-    owner: String,
-    limit: Duration,
-    armed: bool,
-}
-
-impl Drop for ReleaseOnDrop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // the lease runs out
-        };
-        let store = self.store.clone();
-        let record = self.record.clone();
-        let owner = std::mem::take(&mut self.owner);
-        let limit = self.limit;
-        runtime.spawn(async move {
-            let _ = store.release(&record, &owner, limit).await;
-        });
     }
 }
 

@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use super::memory_records::{MAX_RECORDS, MemoryRecords};
+use super::{
+    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
+    Renewal,
+};
 use crate::wakeups::LocalWake;
 
 #[derive(Debug)]
@@ -128,6 +132,8 @@ pub(crate) struct MemoryBackend {
     /// Wakes this process's waiters on a release, as Redis's scripts
     /// publish.
     wake: LocalWake,
+    /// Idempotency records.
+    records: MemoryRecords,
 }
 
 impl MemoryBackend {
@@ -137,6 +143,7 @@ impl MemoryBackend {
             epoch: Instant::now(),
             fence_retention,
             wake,
+            records: MemoryRecords::default(),
         }
     }
 
@@ -259,6 +266,9 @@ impl MemoryBackend {
     /// holds it, and (fair) its place in the line; wakes whom that frees.
     pub(crate) fn give_back(&self, give_back: &GiveBack<'_>) -> bool {
         let GiveBack { keys, token, fair } = *give_back;
+        if keys.kind == Kind::Record {
+            return self.release_record(keys, token);
+        }
         let released = self.release(keys, token);
         let next = if fair {
             self.leave_queue(keys, token)
@@ -282,6 +292,12 @@ impl MemoryBackend {
             hold,
             ..
         } = *end;
+        if keys.kind == Kind::Record {
+            return match self.release_record(keys, token) {
+                true => Ended::Deleted,
+                false => Ended::NotOwner,
+            };
+        }
         if let Some((at_ms, min)) = hold {
             let ended = self.release_after_hold(keys, token, at_ms, min);
             if ended == Ended::Deleted {
@@ -345,6 +361,9 @@ impl MemoryBackend {
 
     pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
         let Renewal { keys, token, ttl } = *renewal;
+        if keys.kind == Kind::Record {
+            return self.records.renew(keys, token, ttl);
+        }
         let now = Instant::now();
         match self.state().leases.get_mut(&keys.lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
@@ -353,6 +372,35 @@ impl MemoryBackend {
             }
             _ => false,
         }
+    }
+
+    /// Claims an idempotency record.
+    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Result<ClaimReply, OpError> {
+        self.records.claim(claim).ok_or(OpError::Full(MAX_RECORDS))
+    }
+
+    /// Completes a claimed record, waking this process's duplicates.
+    pub(crate) fn complete(&self, complete: &Complete<'_>) -> bool {
+        let Complete {
+            keys,
+            token,
+            result,
+            retention,
+        } = *complete;
+        let done = self.records.complete(keys, token, result, retention);
+        if done {
+            self.wake.released(&keys.lock, None);
+        }
+        done
+    }
+
+    /// Releases a claimed record, waking this process's duplicates.
+    fn release_record(&self, keys: &Keys, token: &str) -> bool {
+        let released = self.records.release(keys, token);
+        if released {
+            self.wake.released(&keys.lock, None);
+        }
+        released
     }
 
     /// Renews each lock of a batch.

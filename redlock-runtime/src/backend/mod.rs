@@ -14,8 +14,10 @@ use crate::error::{LockError, Operation, QuorumDetail};
 pub(crate) mod conn;
 mod fair;
 pub(crate) mod memory;
+pub(crate) mod memory_records;
 pub(crate) mod open;
 pub(crate) mod quorum;
+mod records;
 pub(crate) mod redis;
 mod votes;
 
@@ -23,7 +25,10 @@ mod votes;
 /// `{hash tag}` so Redis Cluster puts them in one slot.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    /// The key as the user gave it (for errors and logs).
+    /// What they hold: a lock, or an idempotency record.
+    pub(crate) kind: Kind,
+    /// The key as the user gave it (for errors and logs; a record's is the
+    /// hash of its key, never the raw key).
     pub(crate) user: String,
     /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
     pub(crate) lock: String,
@@ -36,7 +41,23 @@ impl Keys {
     pub(crate) fn new(prefix: &str, user: String) -> Self {
         let lock = format!("{prefix}{{{user}}}");
         let fence = format!("{lock}:fence");
-        Self { user, lock, fence }
+        Self {
+            kind: Kind::Lock,
+            user,
+            lock,
+            fence,
+        }
+    }
+
+    /// An idempotency record at `record` (named `user` in logs) with its
+    /// fencing counter at `fence`, under one hash tag.
+    pub(crate) fn record(user: String, record: String, fence: String) -> Self {
+        Self {
+            kind: Kind::Record,
+            user,
+            lock: record,
+            fence,
+        }
     }
 
     /// Fair mode: the waiters' tokens in arrival order (a list).
@@ -48,6 +69,64 @@ impl Keys {
     pub(crate) fn waiters(&self) -> String {
         format!("{}:waiters", self.lock)
     }
+}
+
+/// What a set of [`Keys`] holds: each verb below acts on either, with the
+/// scripts (and memory maps) of its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A lock: a string key holding the owner token.
+    Lock,
+    /// An idempotency record: a hash with its state, owner and result (see
+    /// `scripts::RECORD_CLAIM`).
+    Record,
+}
+
+/// Claiming an idempotency record (absent -> in progress).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claim<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) fingerprint: &'a str,
+    pub(crate) lease: Duration,
+    /// How long the fencing counter is kept after the claim.
+    pub(crate) fence_ttl: Duration,
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClaimReply {
+    /// The record is ours now, with this fencing token.
+    Claimed { fence: u64 },
+    /// Another owner holds it; its lease has this much left.
+    Processing { lease_left: Duration },
+    /// It completed with this result.
+    Completed(Completion),
+    /// The key was used with another fingerprint.
+    Mismatch,
+}
+
+/// A completed record's result, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// `false`: completed, but too large to replay (no body stored).
+    pub replayable: bool,
+    /// The response's status code.
+    pub status: u16,
+    /// The stored headers, encoded by the caller.
+    pub headers: Vec<u8>,
+    /// The body (empty when not replayable).
+    pub body: Vec<u8>,
+}
+
+/// Completing a claimed record (in progress -> completed), owner-checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Complete<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) result: &'a Completion,
+    /// How long the completed record is kept.
+    pub(crate) retention: Duration,
 }
 
 /// The answer to one acquire attempt.
@@ -146,6 +225,15 @@ pub(crate) enum OpError {
     /// grants nothing for this long yet.
     #[error("started less than the restart delay ago; it grants again in {left:?}")]
     Restarted { left: Duration },
+    /// The in-memory store holds its most records.
+    #[error(
+        "the in-memory store holds {0} records, its most; use a Redis-backed LockClient for \
+         more, or a shorter retention"
+    )]
+    Full(usize),
+    /// Redis answered something the scripts never return.
+    #[error("unexpected reply from Redis: {0}")]
+    Reply(String),
 }
 
 impl OpError {
@@ -156,7 +244,8 @@ impl OpError {
             Self::Redis(e) => crate::error::is_connection_failure(e),
             // The write reached the primary; too few replicas have it.
             Self::Timeout(_) | Self::Replicas { .. } => true,
-            Self::Pool { .. } | Self::Restarted { .. } => false,
+            Self::Pool { .. } | Self::Restarted { .. } | Self::Full(_) => false,
+            Self::Reply(_) => true,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
@@ -170,6 +259,7 @@ impl OpError {
             | Self::Replicas { .. }
             | Self::Quorum(_)
             | Self::Restarted { .. } => true,
+            Self::Full(_) | Self::Reply(_) => false,
         }
     }
 
@@ -206,7 +296,7 @@ impl OpError {
             },
             // Only a Redlock node answers this, and the quorum backend turns
             // it into a node failure; kept whole should it ever surface.
-            e @ Self::Restarted { .. } => LockError::Redis {
+            e @ (Self::Restarted { .. } | Self::Full(_) | Self::Reply(_)) => LockError::Redis {
                 key,
                 op,
                 source: ::redis::RedisError::from(std::io::Error::other(e.to_string())),
@@ -328,6 +418,30 @@ impl Backend {
 
     pub(crate) async fn end(&self, end: &End<'_>, limit: Duration) -> Result<Ended, OpError> {
         dispatch!(self.end(end, limit))
+    }
+
+    /// Claims an idempotency record (absent -> in progress), or says what
+    /// is there.
+    pub(crate) async fn claim(
+        &self,
+        claim: &Claim<'_>,
+        limit: Duration,
+    ) -> Result<ClaimReply, OpError> {
+        match self {
+            Self::Redis(b) => b.claim(claim, limit).await,
+            Self::Quorum(b) => b.claim(claim, limit).await,
+            // The memory store may be full.
+            Self::Memory(b) => b.claim(claim),
+        }
+    }
+
+    /// Stores a claimed record's result; `false` when it is no longer ours.
+    pub(crate) async fn complete(
+        &self,
+        complete: &Complete<'_>,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        dispatch!(self.complete(complete, limit))
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::conn::{Lane, Link};
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
 use crate::scripts;
 use crate::util::millis_ceil;
 
@@ -216,6 +216,11 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         let GiveBack { keys, token, fair } = *give_back;
+        if keys.kind == Kind::Record {
+            return self
+                .release_record(self.acquire_lane(), keys, token, limit)
+                .await;
+        }
         let on = self.acquire_lane();
         if fair {
             let released = self.release_fair_on(on, keys, token, limit).await?;
@@ -238,6 +243,14 @@ impl RedisBackend {
             hold,
             ..
         } = *end;
+        if keys.kind == Kind::Record {
+            let released = self.release_record(On::Plain, keys, token, limit).await?;
+            return Ok(if released {
+                Ended::Deleted
+            } else {
+                Ended::NotOwner
+            });
+        }
         let released = match hold {
             Some((at_ms, min)) => {
                 return self
@@ -300,7 +313,7 @@ impl RedisBackend {
                 Some(token),
                 self.with_wait(limit),
                 |mut link| async move {
-                    let done: i64 = scripts::EXTEND
+                    let done: i64 = scripts::renew_script(keys.kind)
                         .key(&keys.lock)
                         .arg(token)
                         .arg(ttl_ms)
@@ -327,7 +340,7 @@ impl RedisBackend {
         pipe.ignore_errors();
         for r in items {
             pipe.cmd("EVALSHA")
-                .arg(scripts::EXTEND.get_hash())
+                .arg(scripts::renew_script(r.keys.kind).get_hash())
                 .arg(1)
                 .arg(&r.keys.lock)
                 .arg(r.token)
@@ -355,13 +368,12 @@ impl RedisBackend {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));
-            self.run(On::Waiting, None, left, |mut link| async move {
-                scripts::EXTEND
-                    .prepare_invoke()
-                    .load_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+            for script in [&*scripts::EXTEND, &*scripts::RECORD_RENEW] {
+                self.run(On::Waiting, None, left, |mut link| async move {
+                    script.prepare_invoke().load_async(&mut link.conn).await
+                })
+                .await?;
+            }
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));

@@ -1,0 +1,315 @@
+//! Idempotency records, for the `redlock-axum` layer (through
+//! `__private::record`): claimed with an owner token and a lease, renewed
+//! by the client's watchdog, completed with the response to replay, and
+//! released on drop; every round trip on the client's own connections,
+//! under its deadlines and error rules. The layer adds the HTTP.
+//!
+//! A record is not a lock, but it is held like one: a claim is an acquire
+//! that never waits (a [`HeldLock`] of [`Kind::Record`]), its lease is
+//! renewed in the watchdog's batches, a claim whose answer was lost is
+//! given back like an abandoned acquire, and a lease dropped unfinished is
+//! released like a dropped guard.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::{Backend, Claim, ClaimReply, Complete, Keys, Mode, OpError};
+use crate::client::LockClient;
+use crate::core::Core;
+use crate::giveback::PendingAcquire;
+use crate::guard::LockGuard;
+use crate::lock::{HeldLock, Lost, Taken};
+use crate::telemetry::Labels;
+use crate::wakeups::{Subscription, Wakeups};
+
+pub use crate::backend::Completion;
+
+/// Where a layer keeps its records: the client's Redis, or (in-memory and
+/// Redlock clients) this process's memory.
+#[derive(Clone)]
+pub struct Records {
+    core: Arc<Core>,
+}
+
+impl fmt::Debug for Records {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Records")
+            .field("target", &self.core.settings().target)
+            .finish()
+    }
+}
+
+impl Records {
+    /// The records of `client`: in its Redis, or in memory for an
+    /// in-memory client. A Redlock client has no single Redis: its records
+    /// are kept in this process (with a warning logged), which protects
+    /// this instance only.
+    pub fn new(client: &LockClient) -> Self {
+        let core = client.core();
+        if core.backend().mode() != Mode::Redlock {
+            return Self {
+                core: Arc::clone(core),
+            };
+        }
+        tracing::warn!(
+            target: "redlock",
+            "a Redlock client has no single Redis to keep idempotency records in: they are kept \
+             in this process's memory, which protects this instance only; build the layer from \
+             a single-Redis LockClient or a bb8-redis pool"
+        );
+        let mut settings = core.settings().clone();
+        settings.target = "in-memory".to_owned();
+        let (wakeups, wake) = Wakeups::local();
+        let backend = MemoryBackend::new(settings.fence_retention, wake);
+        Self {
+            core: Core::new(Backend::Memory(backend), settings, wakeups),
+        }
+    }
+
+    /// Whether records are kept in this process's memory.
+    pub fn in_memory(&self) -> bool {
+        self.core.backend().mode() == Mode::Memory
+    }
+
+    /// Claims the record at `keys`: absent -> in progress (ours, for
+    /// `lease`), or what is there. `fence_ttl` is how long its fencing
+    /// counter is kept. Bounded by `limit`. A claim whose answer was lost,
+    /// or that is dropped while on its way, is given back.
+    ///
+    /// # Errors
+    /// The store failed; see [`RecordError::is_transient`].
+    pub async fn claim(
+        &self,
+        keys: &RecordKeys,
+        fingerprint: &str,
+        lease: Duration,
+        fence_ttl: Duration,
+        limit: Duration,
+    ) -> Result<Claimed, RecordError> {
+        let core = &self.core;
+        let keys = &keys.0;
+        let token = uuid::Uuid::new_v4().to_string();
+        let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), false);
+        let sent = Instant::now();
+        pending.sending(sent, lease);
+        let claim = Claim {
+            keys,
+            token: &token,
+            fingerprint,
+            lease,
+            fence_ttl,
+        };
+        let reply = core.backend().claim(&claim, limit).await;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                pending.answered(e.outcome_unknown());
+                return Err(RecordError(e));
+            }
+        };
+        Ok(match reply {
+            ClaimReply::Claimed { fence } => {
+                pending.took();
+                let taken = Taken {
+                    keys: keys.clone(),
+                    token,
+                    fence,
+                    ttl: lease,
+                    sent,
+                    renew: true,
+                    fair: false,
+                    hold: None,
+                    labels: Labels::uncounted(core.backend().mode()),
+                };
+                let held = HeldLock::new(core.id(), taken, core.backend().validity(lease));
+                Claimed::Claimed(RecordLease {
+                    guard: LockGuard::new(Arc::clone(core), held),
+                })
+            }
+            other => {
+                pending.answered(false);
+                match other {
+                    ClaimReply::Processing { lease_left } => Claimed::Processing { lease_left },
+                    ClaimReply::Completed(result) => Claimed::Completed(result),
+                    _ => Claimed::Mismatch,
+                }
+            }
+        })
+    }
+
+    /// Subscribes to changes of the record at `keys` (its completion or
+    /// release), bounded by `limit`; `None` when this store has no push
+    /// (a client built from a pool alone): poll instead. A message can be
+    /// missed, so callers poll too, with a bounded interval.
+    pub async fn subscribe(
+        &self,
+        keys: &RecordKeys,
+        limit: Duration,
+    ) -> Option<ChannelSubscription> {
+        let subscription = self
+            .core
+            .wakeups()
+            .subscribe(&keys.0.lock, None, limit)
+            .await?;
+        Some(ChannelSubscription { subscription })
+    }
+}
+
+/// The keys of one record: the record and its fencing counter, under one
+/// hash tag, and the name logs use for it (never the raw idempotency key).
+#[derive(Debug, Clone)]
+pub struct RecordKeys(Keys);
+
+impl RecordKeys {
+    /// The record at `record`, its counter at `fence`, shown as `name`.
+    pub fn new(name: String, record: String, fence: String) -> Self {
+        Self(Keys::record(name, record, fence))
+    }
+
+    /// The record's key.
+    pub fn record(&self) -> &str {
+        &self.0.lock
+    }
+
+    /// The fencing counter's key.
+    pub fn fence(&self) -> &str {
+        &self.0.fence
+    }
+}
+
+/// What a claim found.
+#[derive(Debug)]
+pub enum Claimed {
+    /// The record is ours: run the request, then complete or release it.
+    Claimed(RecordLease),
+    /// Another request holds it; its lease has this much left.
+    Processing {
+        /// What is left of the holder's lease.
+        lease_left: Duration,
+    },
+    /// It completed with this result.
+    Completed(Completion),
+    /// The key was used with another fingerprint.
+    Mismatch,
+}
+
+/// A claimed record: its lease is renewed by the client's watchdog while
+/// this lives; dropped unfinished, the record is released (retried until
+/// the lease would end), so a retry can run.
+#[derive(Debug)]
+pub struct RecordLease {
+    guard: LockGuard,
+}
+
+impl RecordLease {
+    /// The fencing token issued with the claim.
+    pub fn fencing_token(&self) -> u64 {
+        self.guard.fencing_token()
+    }
+
+    /// Completes when the lease is known or presumed lost.
+    pub fn lost(&self) -> Lost {
+        self.guard.lost()
+    }
+
+    /// True while the lease is presumed held.
+    pub fn is_held(&self) -> bool {
+        self.guard.is_held()
+    }
+
+    /// in progress -> completed with `result`, kept for `retention`:
+    /// `Ok(false)` when the record was no longer ours. Renewals pause while
+    /// it runs; after an error the lease is still held (and renewed), so
+    /// the caller may try again.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn complete(
+        &mut self,
+        result: &Completion,
+        retention: Duration,
+        limit: Duration,
+    ) -> Result<bool, RecordError> {
+        self.guard
+            .finish_with(|core: Arc<Core>, held: Arc<HeldLock>| async move {
+                let complete = Complete {
+                    keys: held.keys(),
+                    token: held.token(),
+                    result,
+                    retention,
+                };
+                core.backend().complete(&complete, limit).await
+            })
+            .await
+            .map_err(RecordError)
+    }
+
+    /// in progress -> absent, so that a retry runs: `Ok(false)` when the
+    /// record was no longer ours. On an error, the release is retried from
+    /// a spawned task until the lease would end (as on drop).
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn release(mut self, limit: Duration) -> Result<bool, RecordError> {
+        self.guard
+            .finish_with(|core: Arc<Core>, held: Arc<HeldLock>| async move {
+                held.end(core.backend(), limit).await
+            })
+            .await
+            .map_err(RecordError)
+    }
+}
+
+/// A failed record operation.
+#[derive(Debug)]
+pub struct RecordError(OpError);
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+impl RecordError {
+    /// True when trying again may succeed (a timeout, a connection lost,
+    /// Redis loading...), false for what will not pass by itself (the
+    /// in-memory store is full).
+    pub fn is_transient(&self) -> bool {
+        self.0.is_transient()
+    }
+
+    /// True when the in-memory store refused for being full.
+    pub fn is_full(&self) -> bool {
+        matches!(self.0, OpError::Full(_))
+    }
+}
+
+/// Interest in one record's changes, made by [`Records::subscribe`];
+/// unsubscribes (with the client's last subscriber of that channel) on
+/// drop.
+#[derive(Debug)]
+pub struct ChannelSubscription {
+    subscription: Subscription,
+}
+
+impl ChannelSubscription {
+    /// Completes on the next change, or at once if one came since the
+    /// subscription started (or since the last `changed`) and was not yet
+    /// taken by another subscriber. Each change wakes one subscriber of the
+    /// record in this client (the longest waiting).
+    pub async fn changed(&self) {
+        self.subscription.notify().notified().await;
+    }
+
+    /// Wakes the next subscriber of the record in this client, as a change
+    /// would.
+    pub fn wake_next(&self) {
+        self.subscription.notify().notify_one();
+    }
+}
