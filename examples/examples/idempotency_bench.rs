@@ -240,7 +240,7 @@ async fn main() {
         }
     };
     let work = Duration::from_millis(args.work_ms);
-    let layer = || IdempotencyLayer::new(&locks).global_scope().required();
+    let layer = || IdempotencyLayer::global(&locks).required();
     let app = Router::new()
         .merge(routes("/bare", Duration::ZERO))
         .merge(routes("/idem", Duration::ZERO).layer(layer()))

@@ -311,9 +311,10 @@ async fn create_order(
 /// per user), `GET /metrics` (when `metrics` is given) and `GET /healthz`.
 /// The idempotency records live where `orders`' lock client keeps its locks.
 pub fn app(orders: Orders, metrics: Option<PrometheusHandle>) -> Router {
-    let idempotency = IdempotencyLayer::new(orders.locks.clone())
-        .scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
-        .required();
+    let idempotency = IdempotencyLayer::scoped(orders.locks.clone(), |parts| {
+        parts.extensions.get::<User>().map(|u| u.0.clone())
+    })
+    .required();
     let mut app = Router::new()
         .route("/orders", post(create_order))
         .layer(idempotency)

@@ -40,11 +40,12 @@
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let locks = LockClient::connect("redis://127.0.0.1:6379").await?;
 //!
-//!     let idempotency = IdempotencyLayer::new(locks)
-//!         // Keys are per user: one user cannot see or block another's.
-//!         .scope(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()))
-//!         .required() // 400 without an Idempotency-Key header
-//!         .lease(Duration::from_secs(30)); // a crashed server frees the key within this
+//!     // Keys are per user: one user cannot see or block another's.
+//!     let idempotency = IdempotencyLayer::scoped(locks, |parts| {
+//!         parts.extensions.get::<User>().map(|u| u.id.to_string())
+//!     })
+//!     .required() // 400 without an Idempotency-Key header
+//!     .lease(Duration::from_secs(30)); // a crashed server frees the key within this
 //!
 //!     let app = Router::new()
 //!         .route("/orders", post(create_order))
@@ -89,7 +90,12 @@ mod rejection;
 mod store;
 
 pub use context::IdempotencyContext;
-pub use idempotency::{IDEMPOTENT_REPLAYED, Idempotency, IdempotencyLayer, ResponseFuture};
+pub use idempotency::config::{
+    BODY_HEADERS, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED, default_store_policy,
+};
+pub use idempotency::future::ResponseFuture;
+pub use idempotency::layer::IdempotencyLayer;
+pub use idempotency::service::{IDEMPOTENT_REPLAYED, Idempotency};
 pub use key::{ExtractKey, HeaderKey, IDEMPOTENCY_KEY, InvalidKey, MAX_KEY_LEN};
 pub use rejection::IdempotencyRejection;
 pub use store::IdempotencyStore;

@@ -75,50 +75,59 @@ pub enum IdempotencyRejection {
     },
 }
 
+/// One row of the table below: what a rejection is, apart from its detail.
+struct Row {
+    /// The variant's name: the anchor of its problem type.
+    variant: &'static str,
+    status: StatusCode,
+    title: &'static str,
+    /// The `outcome` label of the layer's metric.
+    label: &'static str,
+}
+
 impl IdempotencyRejection {
+    /// Every rejection's status, problem type, title and metric label, in
+    /// one place.
+    #[rustfmt::skip]
+    fn row(&self) -> Row {
+        let row = |variant, status, title, label| Row {
+            variant,
+            status,
+            title,
+            label,
+        };
+        use StatusCode as S;
+        match self {
+            Self::MissingKey { .. } => row("MissingKey", S::BAD_REQUEST, "Idempotency key is missing", "missing"),
+            Self::InvalidKey(_) => row("InvalidKey", S::BAD_REQUEST, "Idempotency key is invalid", "invalid"),
+            Self::MissingScope => row("MissingScope", S::INTERNAL_SERVER_ERROR, "Idempotency scope is missing", "missing_scope"),
+            Self::BodyTooLarge { .. } => row("BodyTooLarge", S::PAYLOAD_TOO_LARGE, "Request body is too large", "body_too_large"),
+            Self::BodyUnreadable => row("BodyUnreadable", S::BAD_REQUEST, "Request body could not be read", "body_unreadable"),
+            Self::Processing { .. } => row("Processing", S::CONFLICT, "Request is being processed", "in_progress"),
+            Self::Mismatch { status } => row("Mismatch", *status, "Idempotency key reused with a different request", "mismatch"),
+            Self::NotReplayable { .. } => row("NotReplayable", S::CONFLICT, "Request already completed", "not_replayable"),
+            Self::Unavailable { .. } => row("Unavailable", S::SERVICE_UNAVAILABLE, "Idempotency store unavailable", "store_error"),
+        }
+    }
+
     /// The HTTP status answered.
     pub fn status(&self) -> StatusCode {
-        match self {
-            Self::MissingKey { .. } | Self::InvalidKey(_) | Self::BodyUnreadable => {
-                StatusCode::BAD_REQUEST
-            }
-            Self::MissingScope => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Processing { .. } | Self::NotReplayable { .. } => StatusCode::CONFLICT,
-            Self::Mismatch { status } => *status,
-            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        }
+        self.row().status
     }
 
     /// The problem's `type`: a link to this variant's documentation.
     pub fn problem_type(&self) -> String {
-        let variant = match self {
-            Self::MissingKey { .. } => "MissingKey",
-            Self::InvalidKey(_) => "InvalidKey",
-            Self::MissingScope => "MissingScope",
-            Self::BodyTooLarge { .. } => "BodyTooLarge",
-            Self::BodyUnreadable => "BodyUnreadable",
-            Self::Processing { .. } => "Processing",
-            Self::Mismatch { .. } => "Mismatch",
-            Self::NotReplayable { .. } => "NotReplayable",
-            Self::Unavailable { .. } => "Unavailable",
-        };
-        format!("{TYPE_BASE}{variant}")
+        format!("{TYPE_BASE}{}", self.row().variant)
     }
 
     /// The problem's `title`: a short summary, the same for every instance.
     pub fn title(&self) -> &'static str {
-        match self {
-            Self::MissingKey { .. } => "Idempotency key is missing",
-            Self::InvalidKey(_) => "Idempotency key is invalid",
-            Self::MissingScope => "Idempotency scope is missing",
-            Self::BodyTooLarge { .. } => "Request body is too large",
-            Self::BodyUnreadable => "Request body could not be read",
-            Self::Processing { .. } => "Request is being processed",
-            Self::Mismatch { .. } => "Idempotency key reused with a different request",
-            Self::NotReplayable { .. } => "Request already completed",
-            Self::Unavailable { .. } => "Idempotency store unavailable",
-        }
+        self.row().title
+    }
+
+    /// The `outcome` label of the layer's metric for this rejection.
+    pub(crate) fn metric_label(&self) -> &'static str {
+        self.row().label
     }
 
     /// The problem's `detail`: what happened and what to do.

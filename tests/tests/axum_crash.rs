@@ -97,7 +97,7 @@ async fn a_killed_servers_key_frees_after_one_lease_and_a_retry_runs() {
                 }
             }),
         )
-        .layer(IdempotencyLayer::new(locks).global_scope().lease(lease));
+        .layer(IdempotencyLayer::global(locks).lease(lease));
     let survivor = serve(app).await;
 
     let first_retry = post_ok(survivor.addr, "/orders", Some("k-crash"), body).await;

@@ -30,8 +30,7 @@ async fn server(
     tokens: Tokens,
 ) -> axum_support::Server {
     let locks = LockClient::connect(url).await.expect("connect");
-    let layer = IdempotencyLayer::new(&locks)
-        .global_scope()
+    let layer = IdempotencyLayer::global(&locks)
         .lease(Duration::from_secs(1))
         .retention(Duration::from_millis(100));
     let app = Router::new()
@@ -112,11 +111,7 @@ async fn a_compressed_response_is_replayed_with_its_content_encoding() {
             }),
         )
         // An allow-list without content-encoding: it goes with the bytes anyway.
-        .layer(
-            IdempotencyLayer::new(&locks)
-                .global_scope()
-                .replay_headers([http::header::CONTENT_TYPE]),
-        );
+        .layer(IdempotencyLayer::global(&locks).replay_headers([http::header::CONTENT_TYPE]));
     let server = serve(app).await;
     let first = post_ok(server.addr, "/report", Some("\"r-1\""), "{}").await;
     let replay = post_ok(server.addr, "/report", Some("\"r-1\""), "{}").await;
@@ -141,7 +136,7 @@ async fn an_unauthorized_answer_is_not_replayed_to_the_fixed_retry() {
                 }
             }),
         )
-        .layer(IdempotencyLayer::new(&locks).global_scope());
+        .layer(IdempotencyLayer::global(&locks));
     let server = serve(app).await;
     let first = post_ok(server.addr, "/orders", Some("\"o-1\""), "{}").await;
     assert_eq!(first.status, StatusCode::UNAUTHORIZED);

@@ -100,7 +100,9 @@ fn app(probe: Probe, layer: IdempotencyLayer) -> Router {
 
 /// The layer as the suites use it: per-user scope.
 fn layer(locks: &LockClient) -> IdempotencyLayer {
-    IdempotencyLayer::new(locks).scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
+    IdempotencyLayer::scoped(locks, |parts| {
+        parts.extensions.get::<User>().map(|u| u.0.clone())
+    })
 }
 
 async fn setup(
@@ -781,9 +783,10 @@ async fn a_bare_bb8_pool_works_and_waiting_duplicates_poll() {
     let locks = LockClient::connect(redis.url()).await.expect("connect");
     let pool = locks.pool().expect("a Redis client has a pool").clone();
     let (probe, mut events) = Probe::new(true);
-    let layer = IdempotencyLayer::new(pool)
-        .scope(|parts| parts.extensions.get::<User>().map(|u| u.0.clone()))
-        .wait_for_result(Duration::from_secs(5));
+    let layer = IdempotencyLayer::scoped(pool, |parts| {
+        parts.extensions.get::<User>().map(|u| u.0.clone())
+    })
+    .wait_for_result(Duration::from_secs(5));
     let server = serve(app(probe.clone(), layer)).await;
     let addr = server.addr;
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-pool"), "{}").await });

@@ -35,11 +35,7 @@ fn app(probe: Probe, layer: IdempotencyLayer) -> Router {
 async fn in_memory_records_behave_as_on_redis() {
     let locks = LockClient::in_memory();
     let (probe, mut events) = Probe::new(true);
-    let server = serve(app(
-        probe.clone(),
-        IdempotencyLayer::new(&locks).global_scope(),
-    ))
-    .await;
+    let server = serve(app(probe.clone(), IdempotencyLayer::global(&locks))).await;
     let addr = server.addr;
 
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("m-1"), "a").await });
@@ -74,9 +70,7 @@ async fn in_memory_records_behave_as_on_redis() {
 async fn in_memory_wait_for_result_is_woken_by_the_completion() {
     let locks = LockClient::in_memory();
     let (probe, mut events) = Probe::new(true);
-    let layer = IdempotencyLayer::new(&locks)
-        .global_scope()
-        .wait_for_result(Duration::from_secs(5));
+    let layer = IdempotencyLayer::global(&locks).wait_for_result(Duration::from_secs(5));
     let server = serve(app(probe.clone(), layer)).await;
     let addr = server.addr;
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("w-1"), "a").await });

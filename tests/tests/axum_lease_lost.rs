@@ -57,9 +57,7 @@ async fn a_lost_lease_delivers_the_response_leaves_the_record_alone_and_logs_the
     let redis = RedisServer::start().await;
     let locks = LockClient::connect(redis.url()).await.expect("connect");
     let (probe, mut events) = Probe::new(true);
-    let layer = IdempotencyLayer::new(&locks)
-        .global_scope()
-        .lease(Duration::from_millis(300));
+    let layer = IdempotencyLayer::global(&locks).lease(Duration::from_millis(300));
     let app = Router::new()
         .route("/orders", post(handler))
         .layer(layer)

@@ -502,8 +502,7 @@ async fn soak_idempotent_requests() {
     for _ in 0..2 {
         let locks = client(&proxy.url());
         let (stores, runs) = (Arc::clone(&stores), Arc::clone(&runs));
-        let layer = IdempotencyLayer::new(&locks)
-            .global_scope()
+        let layer = IdempotencyLayer::global(&locks)
             .lease(Duration::from_millis(600))
             .retention(Duration::from_secs(2));
         let app = Router::new()

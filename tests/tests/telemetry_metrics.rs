@@ -271,7 +271,7 @@ async fn idempotency_outcomes() {
                 }
             }),
         )
-        .layer(IdempotencyLayer::new(locks).global_scope().required());
+        .layer(IdempotencyLayer::global(locks).required());
     let server = serve(app).await;
     let addr = server.addr;
 

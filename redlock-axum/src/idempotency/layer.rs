@@ -1,230 +1,74 @@
 //! [`IdempotencyLayer`]: the layer and its builder.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::request::Parts;
 use http::{HeaderName, Method, StatusCode, header};
 use tower_layer::Layer;
 
+use super::config::{Config, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED, Scope, default_store_policy};
 use super::service::Idempotency;
 use crate::key::{ExtractKey, HeaderKey};
 use crate::rejection::IdempotencyRejection;
 use crate::store::IdempotencyStore;
 
-/// Headers never stored for replay, whatever the allow-list says: they
-/// belong to one response (cookies, dates, request and trace ids) or to the
-/// connection.
-pub const NEVER_REPLAYED: &[&str] = &[
-    "set-cookie",
-    "set-cookie2",
-    "date",
-    "x-request-id",
-    "request-id",
-    "x-correlation-id",
-    "x-amzn-requestid",
-    "traceparent",
-    "tracestate",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "idempotent-replayed",
-];
-
-/// The headers stored with a response and replayed by default.
-pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
-    "content-encoding",
-    "content-range",
-    "content-type",
-    "content-language",
-    "content-disposition",
-    "content-location",
-    "location",
-    "etag",
-    "last-modified",
-    "link",
-    "cache-control",
-    "expires",
-    "vary",
-];
-
-/// Marker: the layer has no scope yet and cannot be used (see
-/// [`IdempotencyLayer::scope`] and [`IdempotencyLayer::global_scope`]).
-#[derive(Debug, Clone, Copy)]
-pub struct NoScope;
-
-/// Marker: the layer's scope is chosen; it can be used.
-#[derive(Debug, Clone, Copy)]
-pub struct Scoped;
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Scoped {}
-}
-
-/// Implemented by [`Scoped`] only: a layer is usable once it knows whose
-/// keys are whose.
-#[diagnostic::on_unimplemented(
-    message = "the idempotency layer has no scope: call `.scope(|parts| ...)` (keys per user or tenant) or `.global_scope()` before using it",
-    label = "scope not chosen"
-)]
-pub trait ScopeChosen: sealed::Sealed {}
-
-impl ScopeChosen for Scoped {}
-
-type ScopeFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
-type StatusFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
-type RejectionFn = Arc<dyn Fn(IdempotencyRejection) -> Response + Send + Sync>;
-
-#[derive(Clone)]
-pub(crate) enum Scope {
-    Unset,
-    Global,
-    Per(ScopeFn),
-}
-
-/// Everything the service needs, shared by its clones.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) store: IdempotencyStore,
-    pub(crate) methods: Vec<Method>,
-    pub(crate) extract: Arc<dyn ExtractKey>,
-    /// For messages: where the key is read from.
-    pub(crate) key_source: String,
-    pub(crate) scope: Scope,
-    pub(crate) required: bool,
-    pub(crate) derive: Option<Duration>,
-    pub(crate) body_limit: usize,
-    pub(crate) store_limit: usize,
-    pub(crate) lease: Duration,
-    pub(crate) retention: Duration,
-    pub(crate) fail_open: bool,
-    pub(crate) wait: Option<Duration>,
-    pub(crate) mismatch_status: StatusCode,
-    pub(crate) store_if: StatusFn,
-    pub(crate) replay_headers: Vec<HeaderName>,
-    pub(crate) key_prefix: String,
-    pub(crate) redis_timeout: Duration,
-    pub(crate) map_rejection: Option<RejectionFn>,
-}
-
-impl Config {
-    /// Whether a response header is stored and replayed: allow-listed, or
-    /// one of [`BODY_HEADERS`].
-    pub(crate) fn replays(&self, name: &HeaderName) -> bool {
-        self.replay_headers.contains(name) || BODY_HEADERS.contains(&name.as_str())
-    }
-
-    /// The response for a rejection, through `map_rejection` if set.
-    pub(crate) fn reject(&self, rejection: IdempotencyRejection) -> Response {
-        crate::metrics::outcome(match &rejection {
-            IdempotencyRejection::MissingKey { .. } => "missing",
-            IdempotencyRejection::InvalidKey(_) => "invalid",
-            IdempotencyRejection::MissingScope => "missing_scope",
-            IdempotencyRejection::BodyTooLarge { .. } => "body_too_large",
-            IdempotencyRejection::BodyUnreadable => "body_unreadable",
-            IdempotencyRejection::Processing { .. } => "in_progress",
-            IdempotencyRejection::Mismatch { .. } => "mismatch",
-            IdempotencyRejection::NotReplayable { .. } => "not_replayable",
-            IdempotencyRejection::Unavailable { .. } => "store_error",
-        });
-        match &self.map_rejection {
-            Some(map) => map(rejection),
-            None => rejection.into_response(),
-        }
-    }
-}
-
-/// The response headers that describe the stored bytes themselves: always
-/// stored and replayed with a body, whatever the replay allow-list says, so
-/// a replay never sends gzip bytes without `content-encoding: gzip`.
-pub const BODY_HEADERS: &[&str] = &["content-encoding", "content-range"];
-
-/// The default store policy: 2xx and 4xx, but not 401 and 403 (the user may
-/// fix their credentials and retry with the same key), 408, 409, 425 or
-/// 429 (try again later).
-pub fn default_store_policy(status: StatusCode) -> bool {
-    (status.is_success() || status.is_client_error())
-        && !matches!(status.as_u16(), 401 | 403 | 408 | 409 | 425 | 429)
-}
-
 /// A tower [`Layer`] that makes requests idempotent by key: a handler runs
 /// at most once per key (and scope), a duplicate sent while it runs gets
 /// `409 Conflict`, and a retry after it completed gets the stored response.
 ///
-/// Made by [`IdempotencyLayer::new`]; a scope must be chosen
-/// ([`scope`](Self::scope) or [`global_scope`](Self::global_scope)) before
-/// it can be used. See the [module docs](crate::idempotency) for the whole
-/// behaviour.
-///
-/// ```compile_fail
-/// # async fn demo(locks: redlock_runtime::LockClient) {
-/// use axum::{Router, routing::post};
-/// use redlock_axum::IdempotencyLayer;
-///
-/// // Does not compile: no scope chosen.
-/// let app: Router = Router::new()
-///     .route("/orders", post(|| async { "created" }))
-///     .layer(IdempotencyLayer::new(locks));
-/// # }
-/// ```
+/// Made by [`IdempotencyLayer::scoped`] (keys per user or tenant) or
+/// [`IdempotencyLayer::global`] (one scope for every request): there is no
+/// layer without a scope decision. See the [module docs](crate::idempotency)
+/// for the whole behaviour.
 #[must_use]
-pub struct IdempotencyLayer<Sc = Scoped> {
+#[derive(Clone)]
+pub struct IdempotencyLayer {
     pub(crate) config: Config,
-    _scope: PhantomData<fn() -> Sc>,
 }
 
-impl<Sc> Clone for IdempotencyLayer<Sc> {
-    fn clone(&self) -> Self {
-        Self {
-            config: self.config.clone(),
-            _scope: PhantomData,
-        }
-    }
-}
-
-impl<Sc> fmt::Debug for IdempotencyLayer<Sc> {
+impl fmt::Debug for IdempotencyLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.config.fmt(f)
     }
 }
 
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IdempotencyLayer")
-            .field("store", &self.store)
-            .field("methods", &self.methods)
-            .field("key", &self.key_source)
-            .field(
-                "scope",
-                &match self.scope {
-                    Scope::Unset => "none",
-                    Scope::Global => "global",
-                    Scope::Per(_) => "per request",
-                },
-            )
-            .field("required", &self.required)
-            .field("derive", &self.derive)
-            .field("body_limit", &self.body_limit)
-            .field("store_limit", &self.store_limit)
-            .field("lease", &self.lease)
-            .field("retention", &self.retention)
-            .field("fail_open", &self.fail_open)
-            .field("wait_for_result", &self.wait)
-            .field("mismatch_status", &self.mismatch_status)
-            .field("replay_headers", &self.replay_headers)
-            .field("key_prefix", &self.key_prefix)
-            .field("redis_timeout", &self.redis_timeout)
-            .finish_non_exhaustive()
+impl IdempotencyLayer {
+    /// Keys are per scope: `scope` names the request's owner (the
+    /// authenticated user or tenant, typically read from the extensions an
+    /// authentication layer put there), and one owner can never read or
+    /// block another's key, even by guessing it. Only a hash of the scope is
+    /// stored. Records are kept in `store` (see [`global`](Self::global)
+    /// for the defaults).
+    ///
+    /// `None` answers `500` ([`IdempotencyRejection::MissingScope`]): put
+    /// this layer inside your authentication layer, and return a scope of
+    /// your own (say `"anonymous"`) for requests that have no owner.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: redlock_runtime::LockClient) {
+    /// #[derive(Clone)]
+    /// struct User { id: u64 } // put there by your auth layer
+    ///
+    /// let layer = redlock_axum::IdempotencyLayer::scoped(locks, |parts| {
+    ///     parts.extensions.get::<User>().map(|u| u.id.to_string())
+    /// });
+    /// # }
+    /// ```
+    pub fn scoped<F>(store: impl Into<IdempotencyStore>, scope: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        Self::with_scope(store.into(), Scope::Per(Arc::new(scope)))
     }
-}
 
-impl IdempotencyLayer<NoScope> {
-    /// A layer keeping its records in `store`: a
+    /// One scope for every request: any client that knows (or guesses)
+    /// another's key can read its result. Only for services whose clients
+    /// are one party (a single trusted caller) or whose keys are secrets.
+    ///
+    /// Records are kept in `store`: a
     /// [`LockClient`](redlock_runtime::LockClient) (on Redis, its pool and
     /// subscriber; an in-memory client keeps records in this process) or a
     /// `bb8-redis` pool.
@@ -235,16 +79,18 @@ impl IdempotencyLayer<NoScope> {
     /// `422` on a reused key, records under the `idem:` prefix, Redis
     /// commands bounded by 1 s.
     ///
-    /// Choose a scope next: [`scope`](Self::scope) or
-    /// [`global_scope`](Self::global_scope).
-    pub fn new(store: impl Into<IdempotencyStore>) -> Self {
+    pub fn global(store: impl Into<IdempotencyStore>) -> Self {
+        Self::with_scope(store.into(), Scope::Global)
+    }
+
+    fn with_scope(store: IdempotencyStore, scope: Scope) -> Self {
         Self {
             config: Config {
-                store: store.into(),
+                store,
                 methods: vec![Method::POST, Method::PATCH],
                 extract: Arc::new(HeaderKey::default()),
                 key_source: "Idempotency-Key".to_owned(),
-                scope: Scope::Unset,
+                scope,
                 required: false,
                 derive: None,
                 body_limit: 1024 * 1024,
@@ -263,51 +109,7 @@ impl IdempotencyLayer<NoScope> {
                 redis_timeout: Duration::from_secs(1),
                 map_rejection: None,
             },
-            _scope: PhantomData,
         }
-    }
-}
-
-impl<Sc> IdempotencyLayer<Sc> {
-    fn with_scope<T>(mut self, scope: Scope) -> IdempotencyLayer<T> {
-        self.config.scope = scope;
-        IdempotencyLayer {
-            config: self.config,
-            _scope: PhantomData,
-        }
-    }
-
-    /// Keys are per scope: `scope` names the request's owner (the
-    /// authenticated user or tenant, typically read from the extensions an
-    /// authentication layer put there), and one owner can never read or
-    /// block another's key, even by guessing it. Only a hash of the scope is
-    /// stored.
-    ///
-    /// `None` answers `500` ([`IdempotencyRejection::MissingScope`]): put
-    /// this layer inside your authentication layer, and return a scope of
-    /// your own (say `"anonymous"`) for requests that have no owner.
-    ///
-    /// ```no_run
-    /// # async fn demo(locks: redlock_runtime::LockClient) {
-    /// #[derive(Clone)]
-    /// struct User { id: u64 } // put there by your auth layer
-    ///
-    /// let layer = redlock_axum::IdempotencyLayer::new(locks)
-    ///     .scope(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()));
-    /// # }
-    /// ```
-    pub fn scope<F>(self, scope: F) -> IdempotencyLayer<Scoped>
-    where
-        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
-    {
-        self.with_scope(Scope::Per(Arc::new(scope)))
-    }
-
-    /// One scope for every request: any client that knows (or guesses)
-    /// another's key can read its result. Only for services whose clients
-    /// are one party (a single trusted caller) or whose keys are secrets.
-    pub fn global_scope(self) -> IdempotencyLayer<Scoped> {
-        self.with_scope(Scope::Global)
     }
 
     /// The methods the layer applies to; others pass through untouched.
@@ -491,7 +293,7 @@ fn check_replayable(name: &HeaderName) {
     );
 }
 
-impl<S, Sc: ScopeChosen> Layer<S> for IdempotencyLayer<Sc> {
+impl<S> Layer<S> for IdempotencyLayer {
     type Service = Idempotency<S>;
 
     fn layer(&self, inner: S) -> Self::Service {

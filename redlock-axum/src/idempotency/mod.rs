@@ -5,32 +5,34 @@
 //!
 //! # Which requests
 //!
-//! POST and PATCH ([`methods`](IdempotencyLayer::methods) to change); other
+//! POST and PATCH ([`methods`](crate::IdempotencyLayer::methods) to change); other
 //! methods pass through untouched. The key comes from the
-//! `Idempotency-Key` header ([`header`](IdempotencyLayer::header),
-//! [`extract_key`](IdempotencyLayer::extract_key)), as an RFC 8941 string
+//! `Idempotency-Key` header ([`header`](crate::IdempotencyLayer::header),
+//! [`extract_key`](crate::IdempotencyLayer::extract_key)), as an RFC 8941 string
 //! (`"..."`) or a bare token: 1 to 255 printable ASCII characters after
 //! unquoting, else `400`. A request without a key passes through, is
-//! answered `400` with [`required`](IdempotencyLayer::required), or gets a
+//! answered `400` with [`required`](crate::IdempotencyLayer::required), or gets a
 //! key derived from itself with
-//! [`derive_key`](IdempotencyLayer::derive_key).
+//! [`derive_key`](crate::IdempotencyLayer::derive_key).
 //!
 //! # Whose key
 //!
 //! The record of a request is found by a hash of its scope (the owner the
-//! [`scope`](IdempotencyLayer::scope) function names), its method, its
+//! [`scoped`](crate::IdempotencyLayer::scoped) function names), its method, its
 //! matched route and a hash of its key: one user can never read or block
-//! another's key. A layer without a scope function must say
-//! [`global_scope`](IdempotencyLayer::global_scope); one with neither does
-//! not compile.
+//! another's key. A layer is made with a scope function,
+//! [`IdempotencyLayer::scoped`](crate::IdempotencyLayer::scoped), or says
+//! there is one scope for every request,
+//! [`IdempotencyLayer::global`](crate::IdempotencyLayer::global): there is
+//! no layer without a scope decision.
 //!
 //! # Same key, same request
 //!
 //! The request's fingerprint is SHA-256 over its method, path, query,
 //! content type and body (read up to
-//! [`body_limit`](IdempotencyLayer::body_limit), 1 MiB by default, `413`
+//! [`body_limit`](crate::IdempotencyLayer::body_limit), 1 MiB by default, `413`
 //! above it). The same key with another fingerprint is answered `422`
-//! ([`mismatch_status`](IdempotencyLayer::mismatch_status)).
+//! ([`mismatch_status`](crate::IdempotencyLayer::mismatch_status)).
 //!
 //! # States
 //!
@@ -47,22 +49,22 @@
 //! - **In progress**: a duplicate gets `409 Conflict`, a problem body whose
 //!   `detail` says "processing", `Retry-After` from the remaining lease and
 //!   `Cache-Control: no-store`; or, with
-//!   [`wait_for_result`](IdempotencyLayer::wait_for_result), it waits for
-//!   the result. The lease (30 s, [`lease`](IdempotencyLayer::lease)) is
+//!   [`wait_for_result`](crate::IdempotencyLayer::wait_for_result), it waits for
+//!   the result. The lease (30 s, [`lease`](crate::IdempotencyLayer::lease)) is
 //!   renewed while the handler runs, so a crashed server frees the key
 //!   within one lease.
 //! - **Completed**: a retry gets the stored status, allow-listed headers
 //!   ([`DEFAULT_REPLAY_HEADERS`]; never those in [`NEVER_REPLAYED`]) and
 //!   body, with `Idempotent-Replayed: true`, for 24 h
-//!   ([`retention`](IdempotencyLayer::retention)). The headers that
+//!   ([`retention`](crate::IdempotencyLayer::retention)). The headers that
 //!   describe the stored bytes ([`BODY_HEADERS`]: `content-encoding`,
 //!   `content-range`) always go with them: a body compressed by a layer
 //!   inside this one is replayed with its `content-encoding`.
 //! - **What is stored**: 2xx and 4xx responses; for 5xx, 401, 403, 408,
 //!   409, 425, 429 and a panicking handler the key is released so that a
-//!   retry runs ([`store_if`](IdempotencyLayer::store_if)): a user who fixed
+//!   retry runs ([`store_if`](crate::IdempotencyLayer::store_if)): a user who fixed
 //!   their credentials is not answered with the old 401 for a day. A response larger than
-//!   [`store_limit`](IdempotencyLayer::store_limit) is sent to the client
+//!   [`store_limit`](crate::IdempotencyLayer::store_limit) is sent to the client
 //!   and remembered as completed but not replayable: a retry gets
 //!   [`IdempotencyRejection::NotReplayable`], never the handler again and
 //!   never a truncated body; so is a response whose body fails midway.
@@ -73,9 +75,9 @@
 //! - The handler runs in a spawned task: a client that disconnects neither
 //!   cancels its side effect nor strands its key; the retry gets the result.
 //! - Redis unavailable (or slower than
-//!   [`redis_timeout`](IdempotencyLayer::redis_timeout)): `503` with
+//!   [`redis_timeout`](crate::IdempotencyLayer::redis_timeout)): `503` with
 //!   `Retry-After`, the handler does not run; with
-//!   [`fail_open`](IdempotencyLayer::fail_open) it runs without protection.
+//!   [`fail_open`](crate::IdempotencyLayer::fail_open) it runs without protection.
 //!   A claim whose answer was lost (it may still be applied, say by a paused
 //!   Redis that resumes) is released in the background, so that retries do
 //!   not get `409` for a whole lease.
@@ -96,17 +98,18 @@
 //! [`IdempotencyRejection`].
 //!
 //! [`IdempotencyContext::fencing_token`]: crate::IdempotencyContext::fencing_token
+//! [`DEFAULT_REPLAY_HEADERS`]: crate::DEFAULT_REPLAY_HEADERS
+//! [`NEVER_REPLAYED`]: crate::NEVER_REPLAYED
+//! [`BODY_HEADERS`]: crate::BODY_HEADERS
 //! [`IdempotencyContext::key_hash`]: crate::IdempotencyContext::key_hash
 //! [`IdempotencyRejection`]: crate::IdempotencyRejection
 //! [`IdempotencyRejection::NotReplayable`]: crate::IdempotencyRejection::NotReplayable
 
-mod future;
-mod layer;
-mod service;
-
-pub use future::ResponseFuture;
-pub use layer::{
-    BODY_HEADERS, DEFAULT_REPLAY_HEADERS, IdempotencyLayer, NEVER_REPLAYED, NoScope, ScopeChosen,
-    Scoped, default_store_policy,
-};
-pub use service::{IDEMPOTENT_REPLAYED, Idempotency};
+// Their public items are reachable from the crate root only (one path per
+// item).
+mod body;
+pub(crate) mod config;
+pub(crate) mod future;
+pub(crate) mod layer;
+mod lifecycle;
+pub(crate) mod service;

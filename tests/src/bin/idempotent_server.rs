@@ -39,7 +39,7 @@ async fn main() {
                 "never"
             }),
         )
-        .layer(IdempotencyLayer::new(locks).global_scope().lease(lease));
+        .layer(IdempotencyLayer::global(locks).lease(lease));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .unwrap_or_else(|e| {
