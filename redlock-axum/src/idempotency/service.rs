@@ -26,7 +26,7 @@ pub const IDEMPOTENT_REPLAYED: http::HeaderName =
     http::HeaderName::from_static("idempotent-replayed");
 
 /// Middleware that makes requests idempotent by key; made by
-/// [`IdempotencyLayer`] (see the [module docs](crate::idempotency)).
+/// [`IdempotencyLayer`](crate::IdempotencyLayer) (see the [module docs](crate::idempotency)).
 #[derive(Clone)]
 pub struct Idempotency<S> {
     inner: S,
