@@ -7,7 +7,7 @@ use http::HeaderName;
 use http::request::Parts;
 
 /// The longest idempotency key accepted, in bytes after unquoting.
-pub const MAX_KEY_LEN: usize = 255;
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// The default header: `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -176,9 +176,9 @@ pub(crate) fn validate(key: &str) -> Result<(), InvalidKey> {
             "the key is empty; send 1 to 255 characters",
         ));
     }
-    if key.len() > MAX_KEY_LEN {
+    if key.len() > MAX_IDEMPOTENCY_KEY_LEN {
         return Err(InvalidKey::new(format!(
-            "the key is {} bytes long; at most {MAX_KEY_LEN} are allowed",
+            "the key is {} bytes long; at most {MAX_IDEMPOTENCY_KEY_LEN} are allowed",
             key.len()
         )));
     }
@@ -209,7 +209,7 @@ mod tests {
             Ok(r#"say "hi" \o/"#)
         );
         assert_eq!(parse(b"  padded ").as_deref(), Ok("padded"));
-        let longest = "k".repeat(MAX_KEY_LEN);
+        let longest = "k".repeat(MAX_IDEMPOTENCY_KEY_LEN);
         assert_eq!(parse(longest.as_bytes()).as_deref(), Ok(longest.as_str()));
     }
 

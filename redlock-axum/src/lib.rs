@@ -96,6 +96,6 @@ pub use idempotency::config::{
 pub use idempotency::future::ResponseFuture;
 pub use idempotency::layer::IdempotencyLayer;
 pub use idempotency::service::{IDEMPOTENT_REPLAYED, Idempotency};
-pub use key::{ExtractKey, HeaderKey, IDEMPOTENCY_KEY, InvalidKey, MAX_KEY_LEN};
+pub use key::{ExtractKey, HeaderKey, IDEMPOTENCY_KEY, InvalidKey, MAX_IDEMPOTENCY_KEY_LEN};
 pub use rejection::IdempotencyRejection;
 pub use store::IdempotencyStore;

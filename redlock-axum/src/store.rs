@@ -139,9 +139,9 @@ pub(crate) enum StoreError {
 /// A registered interest in a record's next change (for
 /// `wait_for_result`): registered before the record is read again, so a
 /// change in between is not missed. `None` inside: no push, poll.
-pub(crate) struct Watcher(Option<ChannelSubscription>);
+pub(crate) struct RecordChanges(Option<ChannelSubscription>);
 
-impl Watcher {
+impl RecordChanges {
     /// Waits for the next change, at most `max`. True when woken by one.
     pub(crate) async fn changed(&mut self, max: Duration) -> bool {
         match &self.0 {
@@ -192,8 +192,8 @@ impl IdempotencyStore {
     }
 
     /// Starts watching a record for changes.
-    pub(crate) async fn watch(&self, keys: &RecordKeys, limit: Duration) -> Watcher {
-        Watcher(self.records.subscribe(keys, limit).await)
+    pub(crate) async fn subscribe(&self, keys: &RecordKeys, limit: Duration) -> RecordChanges {
+        RecordChanges(self.records.subscribe(keys, limit).await)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::error::{ConfigError, LockError, Operation};
 use crate::giveback::PendingAcquire;
 use crate::guard::LockGuard;
 use crate::lock::{HeldLock, Hold, Taken};
-use crate::scope::Scope;
+use crate::scope::RunScope;
 use crate::telemetry::{self, AcquireEnd, Labels};
 use crate::util::{validate_key, validate_ttl, validate_wait};
 use crate::wakeups::Subscription;
@@ -64,7 +64,7 @@ pub(crate) enum Outcome {
 /// this task's turn among concurrent re-entries of it, waiting up to `wait`
 /// (`None`: another re-entry kept it that long).
 pub(crate) async fn reenter(
-    outer: &Scope,
+    outer: &RunScope,
     key: &str,
     wait: Duration,
 ) -> Result<Option<OwnedMutexGuard<()>>, LockError> {
@@ -123,7 +123,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         }
         .into());
     }
-    if let Some(outer) = Scope::holding(core.id(), &p.key) {
+    if let Some(outer) = RunScope::holding(core.id(), &p.key) {
         return Ok(match reenter(&outer, &p.key, p.wait).await? {
             Some(turn) => Outcome::Acquired(LockGuard::reentrant(
                 Arc::clone(core),

@@ -99,7 +99,7 @@ impl Core {
 
     /// Has the watchdog renew (or watch the end of) `held`; its id there.
     /// Starts the watchdog task when none runs.
-    pub(crate) fn watch(self: &Arc<Self>, held: Arc<HeldLock>) -> u64 {
+    pub(crate) fn track(self: &Arc<Self>, held: Arc<HeldLock>) -> u64 {
         let (id, start) = self.watchdog.register(held);
         if start {
             tokio::spawn(run_watchdog(Arc::downgrade(self)));

@@ -46,7 +46,7 @@ impl LockGuard {
     /// The guard of a lock just taken: the watchdog starts renewing it.
     pub(crate) fn new(core: Arc<Core>, held: HeldLock) -> Self {
         let held = Arc::new(held);
-        let renewal_id = core.watch(Arc::clone(&held));
+        let renewal_id = core.track(Arc::clone(&held));
         Self {
             core,
             held,

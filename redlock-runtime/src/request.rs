@@ -12,7 +12,7 @@ use crate::acquire::{self, Outcome, Params};
 use crate::core::Core;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::scope::{OnLost, Scope};
+use crate::scope::{OnLost, RunScope};
 
 /// A request for one lock, made by [`LockClient::lock`](crate::LockClient::lock): set the lease and
 /// the wait, then acquire.
@@ -227,12 +227,12 @@ impl LockRequest {
             params,
             on_lost,
         } = self;
-        if let Some(outer) = Scope::holding(core.id(), &params.key) {
+        if let Some(outer) = RunScope::holding(core.id(), &params.key) {
             let Some(turn) = acquire::reenter(&outer, &params.key, params.wait).await? else {
                 return Err(busy(params.key, params.wait));
             };
-            let scope = Scope::enter(Arc::clone(&outer.held), outer.depth + 1);
-            let value = Scope::run(scope, body).await;
+            let scope = RunScope::enter(Arc::clone(&outer.held), outer.depth + 1);
+            let value = RunScope::run(scope, body).await;
             drop(turn);
             return Ok(value);
         }
@@ -241,8 +241,8 @@ impl LockRequest {
             Outcome::Busy => return Err(busy(params.key, params.wait)),
         };
         let key = params.key;
-        let scope = Scope::enter(Arc::clone(guard.held()), 1);
-        let body = Scope::run(scope, body).instrument(guard.span().clone());
+        let scope = RunScope::enter(Arc::clone(guard.held()), 1);
+        let body = RunScope::run(scope, body).instrument(guard.span().clone());
         let value = match on_lost {
             OnLost::Cancel => {
                 let lost = guard.lost();

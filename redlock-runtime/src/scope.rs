@@ -12,25 +12,25 @@ use crate::lock::{HeldLock, Lost};
 
 tokio::task_local! {
     /// The innermost lock scope of the running task.
-    static SCOPE: Arc<Scope>;
+    static SCOPE: Arc<RunScope>;
 }
 
 /// One `run` scope: the lock it holds and the scopes around it.
 #[derive(Debug)]
-pub(crate) struct Scope {
+pub(crate) struct RunScope {
     pub(crate) held: Arc<HeldLock>,
     /// 1 for the scope that acquired the lock, +1 for each reentry.
     pub(crate) depth: usize,
-    parent: Option<Arc<Scope>>,
+    parent: Option<Arc<RunScope>>,
     /// One re-entry at a time: re-entries of this scope's lock running
     /// concurrently in its task (`join!`) take turns, as other owners would.
     turns: Arc<tokio::sync::Mutex<()>>,
 }
 
-impl Scope {
+impl RunScope {
     /// A scope for `held` inside the current one (if any).
-    pub(crate) fn enter(held: Arc<HeldLock>, depth: usize) -> Arc<Scope> {
-        Arc::new(Scope {
+    pub(crate) fn enter(held: Arc<HeldLock>, depth: usize) -> Arc<RunScope> {
+        Arc::new(RunScope {
             held,
             depth,
             parent: SCOPE.try_with(Arc::clone).ok(),
@@ -50,15 +50,15 @@ impl Scope {
 
     /// Runs `fut` with `scope` as the task's innermost scope.
     pub(crate) fn run<F: Future>(
-        scope: Arc<Scope>,
+        scope: Arc<RunScope>,
         fut: F,
-    ) -> tokio::task::futures::TaskLocalFuture<Arc<Scope>, F> {
+    ) -> tokio::task::futures::TaskLocalFuture<Arc<RunScope>, F> {
         SCOPE.scope(scope, fut)
     }
 
     /// The scope of this task holding `key` through the client `client`
     /// (a core's id), if any.
-    pub(crate) fn holding(client: u64, key: &str) -> Option<Arc<Scope>> {
+    pub(crate) fn holding(client: u64, key: &str) -> Option<Arc<RunScope>> {
         let mut scope = SCOPE.try_with(Arc::clone).ok();
         while let Some(s) = scope {
             if s.held.key() == key && s.held.client() == client {

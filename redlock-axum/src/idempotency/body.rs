@@ -20,7 +20,7 @@ use super::lifecycle::{BoxError, TARGET};
 use crate::store::Stored;
 
 /// What to do with the handler's response.
-pub(crate) enum Taken {
+pub(crate) enum Captured {
     /// Store (replayable, or too large: body `None`), then send.
     Store { stored: Stored, response: Response },
     /// Release the key, then send.
@@ -28,7 +28,7 @@ pub(crate) enum Taken {
 }
 
 /// Reads the response body up to the store limit, if the status is stored.
-pub(crate) async fn take_response<B>(response: Response<B>, config: &Config) -> Taken
+pub(crate) async fn take_response<B>(response: Response<B>, config: &Config) -> Captured
 where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
@@ -36,7 +36,7 @@ where
     let (parts, body) = response.into_parts();
     let mut body = Body::new(body);
     if !(config.store_if)(parts.status) {
-        return Taken::Release {
+        return Captured::Release {
             response: Response::from_parts(parts, body),
         };
     }
@@ -66,7 +66,7 @@ where
                         error: None,
                         rest: body,
                     });
-                    return Taken::Store {
+                    return Captured::Store {
                         stored,
                         response: Response::from_parts(parts, body),
                     };
@@ -82,7 +82,7 @@ where
                     error: Some(error),
                     rest: Body::empty(),
                 });
-                return Taken::Store {
+                return Captured::Store {
                     stored,
                     response: Response::from_parts(parts, body),
                 };
@@ -112,7 +112,7 @@ where
     } else {
         Body::from(data)
     };
-    Taken::Store {
+    Captured::Store {
         stored,
         response: Response::from_parts(parts, body),
     }
@@ -225,7 +225,7 @@ mod tests {
             &config(16),
         )
         .await;
-        let Taken::Store { stored, response } = taken else {
+        let Captured::Store { stored, response } = taken else {
             panic!("not stored")
         };
         assert_eq!(stored.body.as_deref(), Some(&b"abc"[..]));
@@ -249,7 +249,7 @@ mod tests {
         let mut gzip = response(StatusCode::OK, vec![data("gz")]);
         gzip.headers_mut()
             .insert("content-encoding", HeaderValue::from_static("gzip"));
-        let Taken::Store { stored, .. } = take_response(gzip, &config).await else {
+        let Captured::Store { stored, .. } = take_response(gzip, &config).await else {
             panic!("not stored")
         };
         assert_eq!(
@@ -266,7 +266,7 @@ mod tests {
             &config(5),
         )
         .await;
-        let Taken::Store { stored, response } = taken else {
+        let Captured::Store { stored, response } = taken else {
             panic!("not stored")
         };
         assert!(stored.body.is_none());
@@ -285,7 +285,7 @@ mod tests {
             &config(64),
         )
         .await;
-        let Taken::Store { stored, response } = taken else {
+        let Captured::Store { stored, response } = taken else {
             panic!("not stored")
         };
         assert!(stored.body.is_none());
@@ -304,7 +304,7 @@ mod tests {
             &config(64),
         )
         .await;
-        let Taken::Store { stored, response } = taken else {
+        let Captured::Store { stored, response } = taken else {
             panic!("not stored")
         };
         assert_eq!(stored.body.as_deref(), Some(&b"x"[..]));
@@ -320,7 +320,7 @@ mod tests {
             let status = StatusCode::from_u16(status).expect("status");
             let taken = take_response(response(status, vec![data("x")]), &config(64)).await;
             assert!(
-                matches!(taken, Taken::Release { .. }),
+                matches!(taken, Captured::Release { .. }),
                 "{status} must release the key"
             );
         }
@@ -328,7 +328,7 @@ mod tests {
             let status = StatusCode::from_u16(status).expect("status");
             let taken = take_response(response(status, vec![data("x")]), &config(64)).await;
             assert!(
-                matches!(taken, Taken::Store { .. }),
+                matches!(taken, Captured::Store { .. }),
                 "{status} must be stored"
             );
         }

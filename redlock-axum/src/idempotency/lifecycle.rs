@@ -22,13 +22,13 @@ use redlock_runtime::__private::record::{RecordKeys, RecordLease};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::body::{RetainContentFree, Taken, take_response};
+use super::body::{Captured, RetainContentFree, take_response};
 use super::config::Config;
 use super::service::IDEMPOTENT_REPLAYED;
 use crate::context::IdempotencyContext;
 use crate::fingerprint::{fingerprint, short_hash};
 use crate::rejection::IdempotencyRejection;
-use crate::store::{Claim, Stored, Watcher, record_keys};
+use crate::store::{Claim, RecordChanges, Stored, record_keys};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -182,7 +182,7 @@ impl Claimed {
         let config = &self.config;
         let deadline = config.wait.map(|wait| Instant::now() + wait);
         let fence_ttl = config.retention.max(self.retention) + config.lease;
-        let mut watcher: Option<Watcher> = None;
+        let mut changes: Option<RecordChanges> = None;
         let mut woken = false;
         loop {
             // A claim whose answer was lost is given back by the runtime.
@@ -202,33 +202,33 @@ impl Claimed {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match (claim, left) {
                 (Claim::Processing { lease_left }, Some(left)) if !left.is_zero() => {
-                    match watcher.as_mut() {
+                    match changes.as_mut() {
                         None => {
-                            // Watch first, then look again: a completion
+                            // Subscribe first, then look again: a completion
                             // in between is not missed.
-                            watcher = Some(
+                            changes = Some(
                                 config
                                     .store
-                                    .watch(&self.record, config.redis_timeout.min(left))
+                                    .subscribe(&self.record, config.redis_timeout.min(left))
                                     .await,
                             );
                         }
-                        Some(watcher) => {
+                        Some(changes) => {
                             let pause = left
                                 .min(MAX_POLL)
                                 .min(lease_left.max(Duration::from_millis(5)));
-                            woken = watcher.changed(pause).await;
+                            woken = changes.changed(pause).await;
                         }
                     }
                 }
                 (claim, _) => {
                     if woken
-                        && let Some(watcher) = &watcher
+                        && let Some(changes) = &changes
                         && !matches!(claim, Claim::Claimed(_))
                     {
                         // One message wakes one waiter per process: pass
                         // the news on to the next duplicate.
-                        watcher.pass_on();
+                        changes.pass_on();
                     }
                     return Ok(claim);
                 }
@@ -318,11 +318,11 @@ impl Claimed {
             Ok(Ok(outcome)) => outcome,
         };
         let mut response = match outcome {
-            Taken::Store { stored, response } => {
+            Captured::Store { stored, response } => {
                 self.complete(&mut lease, &stored).await;
                 response
             }
-            Taken::Release { response } => {
+            Captured::Release { response } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = response.status().as_u16(), "response not stored; releasing the key");
                 self.release(lease).await;
                 response

@@ -14,7 +14,7 @@ use super::{
 use crate::wakeups::LocalWake;
 
 #[derive(Debug)]
-struct Lease {
+struct Held {
     token: String,
     expires: Instant,
 }
@@ -66,9 +66,9 @@ impl State {
                 keep_until: now + retention,
             },
         );
-        self.leases.insert(
+        self.held.insert(
             keys.lock.clone(),
-            Lease {
+            Held {
                 token: token.to_owned(),
                 expires,
             },
@@ -79,7 +79,7 @@ impl State {
 
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<String, Lease>,
+    held: HashMap<String, Held>,
     lines: HashMap<String, Line>,
     fences: HashMap<String, Fence>,
     /// The largest fencing token of a counter forgotten after its
@@ -91,13 +91,13 @@ struct State {
     since_sweep: usize,
 }
 
-/// Sweep expired leases, counters and dead waiters every this many
+/// Sweep expired held, counters and dead waiters every this many
 /// acquisitions: what nobody asks for again does not pile up.
 const SWEEP_EVERY: usize = 1024;
 
 impl State {
     fn sweep(&mut self, now: Instant) {
-        self.leases.retain(|_, lease| lease.expires > now);
+        self.held.retain(|_, lease| lease.expires > now);
         let mut forgotten = self.forgotten;
         self.fences.retain(|_, f| {
             let keep = f.keep_until > now;
@@ -147,12 +147,12 @@ impl MemoryBackend {
         }
     }
 
-    /// How many entries the store keeps (leases, counters, lines): for the
+    /// How many entries the store keeps (held, counters, lines): for the
     /// tests that check it stays bounded.
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
         let state = self.state();
-        state.leases.len() + state.fences.len() + state.lines.len()
+        state.held.len() + state.fences.len() + state.lines.len()
     }
 }
 
@@ -193,7 +193,7 @@ impl MemoryBackend {
         if state.since_sweep >= SWEEP_EVERY {
             state.sweep(now);
         }
-        if let Some(lease) = state.leases.get_mut(&keys.lock)
+        if let Some(lease) = state.held.get_mut(&keys.lock)
             && lease.expires > now
         {
             if lease.token != token {
@@ -226,14 +226,14 @@ impl MemoryBackend {
             state.sweep(now);
         }
         let holder = state
-            .leases
+            .held
             .get(&keys.lock)
             .filter(|lease| lease.expires > now);
         if let Some(lease) = holder
             && lease.token == token
         {
             let fence = state.fence(keys);
-            if let Some(lease) = state.leases.get_mut(&keys.lock) {
+            if let Some(lease) = state.held.get_mut(&keys.lock) {
                 lease.expires = now + ttl;
             }
             return AcquireReply::Acquired { fence, at_ms };
@@ -326,7 +326,7 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         let free = state
-            .leases
+            .held
             .get(&keys.lock)
             .is_none_or(|lease| lease.expires <= now);
         let line = state.lines.get_mut(&keys.lock)?;
@@ -343,7 +343,7 @@ impl MemoryBackend {
         let now = Instant::now();
         let now_ms = self.now_ms(now);
         let mut state = self.state();
-        let Some(lease) = state.leases.get_mut(&keys.lock) else {
+        let Some(lease) = state.held.get_mut(&keys.lock) else {
             return Ended::NotOwner;
         };
         if lease.token != token || lease.expires <= now {
@@ -354,7 +354,7 @@ impl MemoryBackend {
             lease.expires = now + Duration::from_millis(end_ms - now_ms);
             Ended::HeldUntilMinimum
         } else {
-            state.leases.remove(&keys.lock);
+            state.held.remove(&keys.lock);
             Ended::Deleted
         }
     }
@@ -365,7 +365,7 @@ impl MemoryBackend {
             return self.records.renew(keys, token, ttl);
         }
         let now = Instant::now();
-        match self.state().leases.get_mut(&keys.lock) {
+        match self.state().held.get_mut(&keys.lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
                 lease.expires = now + ttl;
                 true
@@ -411,10 +411,10 @@ impl MemoryBackend {
     fn release(&self, keys: &Keys, token: &str) -> bool {
         let now = Instant::now();
         let mut state = self.state();
-        match state.leases.get(&keys.lock) {
+        match state.held.get(&keys.lock) {
             Some(lease) if lease.token == token => {
                 let live = lease.expires > now;
-                state.leases.remove(&keys.lock);
+                state.held.remove(&keys.lock);
                 live
             }
             _ => false,
@@ -424,7 +424,7 @@ impl MemoryBackend {
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).
     #[cfg(test)]
     pub(crate) fn force_delete(&self, lock_key: &str) {
-        self.state().leases.remove(lock_key);
+        self.state().held.remove(lock_key);
     }
 }
 
