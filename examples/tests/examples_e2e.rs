@@ -9,8 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,11 +49,16 @@ struct Finished {
 
 impl Running {
     fn start(name: &str, program: &str, env: &[(&str, &str)]) -> Running {
+        Running::start_with_args(name, program, &[], env)
+    }
+
+    fn start_with_args(name: &str, program: &str, args: &[&str], env: &[(&str, &str)]) -> Running {
         let mut command = Command::new(program);
         for var in EXAMPLE_VARS {
             command.env_remove(var);
         }
         command
+            .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -261,8 +264,8 @@ async fn manual_guard_says_when_it_runs_in_memory() {
     );
 }
 
-/// Checks what `redlock_cluster` prints in both modes: each write accepted
-/// until the late one, which is rejected, and tokens strictly increasing.
+/// Checks what `redlock_cluster` prints: each write accepted until the late
+/// one, which is rejected, and tokens strictly increasing.
 /// `turns` is how many acquisitions precede the stale holder's.
 fn check_cluster_run(run: &Finished, turns: usize) {
     run.assert_success();
@@ -315,114 +318,97 @@ fn check_cluster_run(run: &Finished, turns: usize) {
     run.assert_line("A releases: lock `account:42` was lost");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_cluster_on_three_given_nodes_rejects_the_late_write() {
+/// Three nodes started through the harness, and their URLs.
+async fn three_nodes() -> ([RedisServer; 3], Vec<String>) {
     let servers = [
         RedisServer::start().await,
         RedisServer::start().await,
         RedisServer::start().await,
     ];
-    let urls = servers
-        .iter()
-        .map(RedisServer::url)
-        .collect::<Vec<_>>()
-        .join(",");
-    let run = Running::start(
+    let urls = servers.iter().map(RedisServer::url).collect();
+    (servers, urls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_cluster_on_three_given_nodes_rejects_the_late_write() {
+    let (servers, urls) = three_nodes().await;
+    let args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let run = Running::start_with_args(
         "redlock_cluster",
         env!("CARGO_BIN_EXE_redlock_cluster"),
-        &[("REDIS_URLS", urls.as_str())],
+        &args,
+        &[],
     )
     .finish(run_deadline())
     .await;
 
-    run.assert_line("redlock_cluster: using the 3 nodes in REDIS_URLS");
-    run.assert_line("(skipped: the nodes are yours, from REDIS_URLS, so no node is killed");
+    run.assert_line("redlock_cluster: locking over 3 nodes");
+    for (i, url) in urls.iter().enumerate() {
+        run.assert_line(&format!("   node {}: {url} answers", i + 1));
+    }
+    run.assert_line("a lock is held while 2 of them grant it");
     check_cluster_run(&run, 4);
     for server in &servers {
         assert!(
             server.is_running(),
-            "the example never kills nodes it was given"
+            "the example never stops the nodes it is given"
         );
     }
 }
 
-/// The directory of the harness's `redis-server`, first on `PATH`, so the
-/// example finds the same binary as the harness.
-fn path_with_redis_server() -> String {
-    let binary = redlock_tests::redis_server_binary().unwrap_or_else(|message| panic!("{message}"));
-    let dir = binary
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut dirs = vec![dir];
-    if let Some(path) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    std::env::join_paths(dirs)
-        .expect("PATH entries join")
-        .into_string()
-        .expect("PATH is UTF-8")
-}
-
+/// Node 3 is stopped before the run: every step still goes through on
+/// the other two. The URLs come through `REDIS_URLS` here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_cluster_starts_kills_and_stops_its_own_nodes() {
-    let path = path_with_redis_server();
+async fn redlock_cluster_locks_with_one_node_of_three_down() {
+    let (mut servers, urls) = three_nodes().await;
+    servers[2].kill().await;
+    let list = urls.join(",");
     let run = Running::start(
         "redlock_cluster",
         env!("CARGO_BIN_EXE_redlock_cluster"),
-        &[("PATH", path.as_str())],
+        &[("REDIS_URLS", list.as_str())],
     )
     .finish(run_deadline())
     .await;
 
-    run.assert_line("redlock_cluster: REDIS_URLS is not set: starting 3 redis-server nodes");
-    let ports: Vec<u16> = run
-        .stdout
-        .lines()
-        .filter_map(|line| line.trim_start().strip_prefix("node "))
-        .filter_map(|rest| rest.split_once(": redis://127.0.0.1:"))
-        .filter_map(|(_, port)| port.parse().ok())
-        .collect();
-    assert_eq!(ports.len(), 3, "three nodes listed\n{}", run.report());
-    run.assert_line(&format!(
-        "2. node 3 (redis://127.0.0.1:{}) killed: 2 of 3 nodes left",
-        ports[2]
-    ));
-    // 4 turns, then one acquisition with 2 of 3 nodes.
-    check_cluster_run(&run, 5);
-    // It stopped (and reaped) its servers before exiting.
-    for port in ports {
-        assert!(
-            TcpStream::connect(("127.0.0.1", port)).is_err(),
-            "the redis-server on port {port} outlived the example\n{}",
+    run.assert_line(&format!("   node 1: {} answers", urls[0]));
+    run.assert_line(&format!("   node 2: {} answers", urls[1]));
+    run.assert_line(&format!("   node 3: {} does not answer (", urls[2]));
+    check_cluster_run(&run, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_cluster_without_nodes_says_how_to_pass_them() {
+    for (args, wanted) in [
+        (&[][..], "redlock_cluster: no Redis nodes given"),
+        (
+            &["redis://127.0.0.1:1", "redis://127.0.0.1:2"][..],
+            "redlock_cluster: three Redis URLs needed, 2 given as arguments",
+        ),
+    ] {
+        let run = Running::start_with_args(
+            "redlock_cluster",
+            env!("CARGO_BIN_EXE_redlock_cluster"),
+            args,
+            &[],
+        )
+        .finish(run_deadline())
+        .await;
+        assert_eq!(
+            run.status.and_then(|s| s.code()),
+            Some(2),
+            "{}",
             run.report()
         );
+        assert_eq!(run.stderr.lines().next(), Some(wanted), "{}", run.report());
+        assert!(
+            run.stderr
+                .contains("usage: redlock_cluster REDIS_URL REDIS_URL REDIS_URL"),
+            "{}",
+            run.report()
+        );
+        assert!(run.stdout.is_empty(), "{}", run.report());
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_cluster_without_redis_server_says_what_to_install() {
-    let empty = std::env::temp_dir().join("redlock-examples-empty-path");
-    let run = Running::start(
-        "redlock_cluster",
-        env!("CARGO_BIN_EXE_redlock_cluster"),
-        &[("PATH", empty.to_str().expect("UTF-8 temp dir"))],
-    )
-    .finish(run_deadline())
-    .await;
-    assert_eq!(
-        run.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        run.report()
-    );
-    assert_eq!(
-        run.stderr.trim_end(),
-        "redlock_cluster: error: redis-server not found on PATH: install it (apt-get install \
-         redis-server / brew install redis) or set REDIS_URLS",
-        "{}",
-        run.report()
-    );
 }
 
 /// One `tick ...` line of `scheduler_node`.

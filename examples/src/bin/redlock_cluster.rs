@@ -2,15 +2,24 @@
 //! tokens checked by the store that is written to.
 //!
 //! ```text
-//! cargo run -p redlock-examples --bin redlock_cluster        # starts 3 redis-server itself
+//! cargo run -p redlock-examples --bin redlock_cluster -- \
+//!     redis://10.0.0.1:6379 redis://10.0.0.2:6379 redis://10.0.0.3:6379
 //! REDIS_URLS=redis://10.0.0.1:6379,redis://10.0.0.2:6379,redis://10.0.0.3:6379 \
-//!     cargo run -p redlock-examples --bin redlock_cluster    # your 3 nodes
+//!     cargo run -p redlock-examples --bin redlock_cluster
 //! ```
 //!
-//! Without `REDIS_URLS` it starts three throwaway `redis-server` processes
-//! on free loopback ports (no persistence), and stops them when it exits,
-//! also on an error. `redis-server` must then be on `PATH`
-//! (`apt-get install redis-server`, `brew install redis`).
+//! It takes the URLs of three Redis nodes, as arguments or comma-separated
+//! in `REDIS_URLS` (the arguments win), and starts none itself. Three
+//! throwaway nodes on your machine (no persistence):
+//!
+//! ```text
+//! for port in 7001 7002 7003; do
+//!     redis-server --port $port --save '' --appendonly no --daemonize yes
+//! done
+//! cargo run -p redlock-examples --bin redlock_cluster -- \
+//!     redis://127.0.0.1:7001 redis://127.0.0.1:7002 redis://127.0.0.1:7003
+//! for port in 7001 7002 7003; do redis-cli -p $port shutdown nosave; done
+//! ```
 //!
 //! Two clients, A and B (as two processes would have), lock `account:42`
 //! through [`LockClient::redlock`] and write to a fenced store: an
@@ -21,23 +30,20 @@
 //!
 //! 1. A and B taking turns: each write carries the holder's token, and each
 //!    is accepted; tokens increase with every acquisition.
-//! 2. One node killed (only for nodes it started itself): the lock still
-//!    works with 2 of 3, and the tokens still increase.
-//! 3. A holder whose lease ran out (`.renew(false)` and a 500 ms ttl, as
+//! 2. A holder whose lease ran out (`.renew(false)` and a 500 ms ttl, as
 //!    if its process had paused): it learns of it through
 //!    [`LockGuard::lost`], B takes the lock with a larger token, and A's
 //!    late write is rejected by the store.
 //!
-//! It takes about a second, exits 0, and prints (ports vary; on nodes of
-//! your own, step 2 is skipped; the tokens are at least the nodes' clocks
-//! in microseconds, so they are large, grow from run to run and are never
-//! consecutive):
+//! It takes about half a second, exits 0, and prints (the tokens are
+//! at least the nodes' clocks in microseconds, so they are large, grow from
+//! run to run and are never consecutive):
 //!
 //! ```text
-//! redlock_cluster: REDIS_URLS is not set: starting 3 redis-server nodes
-//!    node 1: redis://127.0.0.1:35535
-//!    node 2: redis://127.0.0.1:43537
-//!    node 3: redis://127.0.0.1:42657
+//! redlock_cluster: locking over 3 nodes
+//!    node 1: redis://127.0.0.1:7001 answers
+//!    node 2: redis://127.0.0.1:7002 answers
+//!    node 3: redis://127.0.0.1:7003 answers
 //! clients A and B lock over 3 nodes: a lock is held while 2 of them grant it
 //!
 //! 1. A and B take turns on account:42; each write carries the holder's fencing token
@@ -46,34 +52,32 @@
 //!    A holds account:42 with fencing token 1795378042839386, writes "balance=120 by A": accepted
 //!    B holds account:42 with fencing token 1795378042843108, writes "balance=130 by B": accepted
 //!
-//! 2. node 3 (redis://127.0.0.1:42657) killed: 2 of 3 nodes left
-//!    A holds account:42 with fencing token 1795378042850290, writes "balance=140 by A": accepted
-//!
-//! 3. A takes the lock with a 500 ms lease and no watchdog, then stalls
+//! 2. A takes the lock with a 500 ms lease and no watchdog, then stalls
 //!    A holds account:42 with fencing token 1795378043052635
 //!    A learns after 0.49 s that its lock is gone: the lease ran out without renewal (the watchdog was off)
-//!    B holds account:42 with fencing token 1795378043755787, writes "balance=150 by B": accepted
+//!    B holds account:42 with fencing token 1795378043755787, writes "balance=140 by B": accepted
 //!    A writes late anyway (as a process paused between its check and its write would)
 //!    A writes "balance=0 by A" with fencing token 1795378043052635: rejected, token 1795378043052635 < 1795378043755787, the highest seen
 //!    A releases: lock `account:42` was lost: the lock no longer holds this owner's token (the lease expired or the key was deleted); work done under it may have overlapped with another holder, so guard writes with the fencing token
 //!
-//! fencing tokens in order: 1795378042831203 1795378042837581 1795378042839386 1795378042843108 1795378042850290 1795378043052635 1795378043755787
-//! store: 6 writes accepted, 1 rejected (token 1795378043052635 < 1795378043755787); value "balance=150 by B"
-//! done in 1.1 s; stopping the nodes it started
+//! fencing tokens in order: 1795378042831203 1795378042837581 1795378042839386 1795378042843108 1795378043052635 1795378043755787
+//! store: 5 writes accepted, 1 rejected (token 1795378043052635 < 1795378043755787); value "balance=140 by B"
+//! done in 0.5 s
 //! ```
 //!
-//! With `REDIS_URLS`, one node of three may be down: the lock works on the
-//! other two (each client's start then waits out the 2 s connection
-//! timeout for it, and each release the 100 ms node timeout).
+//! One node of three may be down: the lock works on the other two. Stop
+//! one (`redis-cli -p 7003 shutdown nosave`) and run it again: its line says
+//! `does not answer`, and the rest goes as above, only slower (each
+//! client's start waits a few seconds for the missing node, and each
+//! release a fraction of a second).
 //!
-//! On failure (no `redis-server`, no majority of nodes reachable, a step
-//! that does not go as shown) it says why on standard error and exits 1.
+//! Without three URLs it prints its usage and exits 2. On failure (no
+//! majority of nodes reachable, a step that does not go as shown) it says
+//! why on standard error and exits 1.
 
 use std::error::Error;
 use std::fmt;
-use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -82,16 +86,26 @@ use redlock_runtime::{LockClient, LockGuard};
 
 const KEY: &str = "account:42";
 const PREFIX: &str = "redlock-example:";
-const NOT_FOUND: &str = "redis-server not found on PATH: install it (apt-get install \
-                         redis-server / brew install redis) or set REDIS_URLS";
-/// How long one started `redis-server` has to answer PING.
-const READY_TIMEOUT: Duration = Duration::from_secs(5);
+const USAGE: &str = "\
+usage: redlock_cluster REDIS_URL REDIS_URL REDIS_URL
+   or: REDIS_URLS=REDIS_URL,REDIS_URL,REDIS_URL redlock_cluster
+
+The URLs of three independent Redis nodes (redis://host:port); it starts none itself.";
+/// How long each node has to answer the PING that reports it at the start.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
 
 type Result<T, E = Box<dyn Error>> = std::result::Result<T, E>;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run().await {
+    let urls = match node_urls() {
+        Ok(urls) => urls,
+        Err(message) => {
+            eprintln!("redlock_cluster: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&urls).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("redlock_cluster: error: {e}");
@@ -100,16 +114,26 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<()> {
-    // Dropped at the end of `run`, on success or error: stops the servers.
-    let mut nodes = Nodes::from_env().await?;
+async fn run(urls: &[String]) -> Result<()> {
     let started = Instant::now();
-    let n = nodes.urls.len();
+    let n = urls.len();
     let majority = n / 2 + 1;
+    println!("redlock_cluster: locking over {n} nodes");
+    for (i, url) in urls.iter().enumerate() {
+        let state = match ping(url).await {
+            Ok(()) => "answers".to_owned(),
+            Err(e) => format!("does not answer ({e})"),
+        };
+        println!(
+            "   node {}: {} {state}",
+            i + 1,
+            redlock_runtime::__private::redact_url(url)
+        );
+    }
 
     let connect = || {
         LockClient::builder()
-            .redlock(nodes.urls.iter().map(String::as_str))
+            .redlock(urls.iter().map(String::as_str))
             .key_prefix(PREFIX)
             .build()
     };
@@ -131,24 +155,7 @@ async fn run() -> Result<()> {
         guard.release().await?;
     }
 
-    if nodes.servers.is_empty() {
-        println!(
-            "\n2. (skipped: the nodes are yours, from REDIS_URLS, so no node is killed; unset \
-             REDIS_URLS to see the lock survive a dead node)"
-        );
-    } else {
-        let killed = nodes.kill_last()?;
-        println!(
-            "\n2. node {n} ({killed}) killed: {} of {n} nodes left",
-            n - 1
-        );
-        let guard = take(&a, &mut tokens).await?;
-        write(&store, "A", &guard, balance)?;
-        balance += 10;
-        guard.release().await?;
-    }
-
-    println!("\n3. A takes the lock with a 500 ms lease and no watchdog, then stalls");
+    println!("\n2. A takes the lock with a 500 ms lease and no watchdog, then stalls");
     let stale = a
         .lock(KEY)
         .ttl(Duration::from_millis(500))
@@ -189,13 +196,49 @@ async fn run() -> Result<()> {
         return Err("the fencing tokens did not strictly increase".into());
     }
     println!("store: {}", store.summary());
-    let stopping = if nodes.servers.is_empty() {
-        ""
-    } else {
-        "; stopping the nodes it started"
-    };
-    println!("done in {:.1} s{stopping}", started.elapsed().as_secs_f64());
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The nodes' URLs: the arguments, or else `REDIS_URLS` split at commas.
+/// Exactly three.
+fn node_urls() -> Result<Vec<String>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        std::process::exit(0);
+    }
+    let (urls, from) = if args.is_empty() {
+        let list = std::env::var("REDIS_URLS").unwrap_or_default();
+        let urls = list
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect();
+        (urls, "in REDIS_URLS")
+    } else {
+        (args, "as arguments")
+    };
+    match urls.len() {
+        3 => Ok(urls),
+        0 => Err("no Redis nodes given".to_owned()),
+        found => Err(format!("three Redis URLs needed, {found} given {from}")),
+    }
+}
+
+/// Whether the node at `url` answers PING within [`PING_TIMEOUT`].
+async fn ping(url: &str) -> Result<(), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    match tokio::time::timeout(PING_TIMEOUT, ping).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {PING_TIMEOUT:?}")),
+    }
 }
 
 /// Acquires the lock and records its fencing token.
@@ -295,153 +338,4 @@ impl FencedStore {
             state.value
         )
     }
-}
-
-/// The Redlock nodes: from `REDIS_URLS`, or servers started here.
-struct Nodes {
-    urls: Vec<String>,
-    /// The servers this process started (empty with `REDIS_URLS`); each is
-    /// killed when dropped.
-    servers: Vec<Server>,
-}
-
-impl Nodes {
-    async fn from_env() -> Result<Nodes> {
-        if let Ok(list) = std::env::var("REDIS_URLS") {
-            let urls: Vec<String> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_owned)
-                .collect();
-            if urls.len() != 3 {
-                return Err(format!(
-                    "REDIS_URLS must list three Redis URLs separated by commas (found {}); \
-                     unset it to start three local redis-server nodes",
-                    urls.len()
-                )
-                .into());
-            }
-            println!("redlock_cluster: using the 3 nodes in REDIS_URLS");
-            for (i, url) in urls.iter().enumerate() {
-                println!(
-                    "   node {}: {}",
-                    i + 1,
-                    redlock_runtime::__private::redact_url(url)
-                );
-            }
-            return Ok(Nodes {
-                urls,
-                servers: Vec::new(),
-            });
-        }
-        let binary = find_on_path("redis-server").ok_or(NOT_FOUND)?;
-        println!("redlock_cluster: REDIS_URLS is not set: starting 3 redis-server nodes");
-        let mut nodes = Nodes {
-            urls: Vec::new(),
-            servers: Vec::new(),
-        };
-        for i in 1..=3 {
-            // On an error, `nodes` is dropped and the servers started so far stopped.
-            let server = Server::start(&binary).await?;
-            println!("   node {i}: {}", server.url);
-            nodes.urls.push(server.url.clone());
-            nodes.servers.push(server);
-        }
-        Ok(nodes)
-    }
-
-    /// Kills the last server; its URL.
-    fn kill_last(&mut self) -> Result<String> {
-        let server = self.servers.last_mut().ok_or("no server of ours to kill")?;
-        server.kill()?;
-        Ok(server.url.clone())
-    }
-}
-
-/// A `redis-server` child process on a loopback port; killed on drop.
-struct Server {
-    url: String,
-    child: Child,
-}
-
-impl Server {
-    /// Starts `redis-server` on a free port and waits (at most
-    /// [`READY_TIMEOUT`]) until it answers PING. A port taken between
-    /// picking it and the server binding it makes the server exit: then it
-    /// tries again on another.
-    async fn start(binary: &Path) -> Result<Server> {
-        let mut failures = Vec::new();
-        for _ in 0..3 {
-            // Bind port 0 to have the OS pick a free port, then free it for the server.
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-                .local_addr()?
-                .port();
-            let child = Command::new(binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("could not run {}: {e}", binary.display()))?;
-            let mut server = Server {
-                url: format!("redis://127.0.0.1:{port}"),
-                child,
-            };
-            match server.wait_ready().await {
-                Ok(()) => return Ok(server),
-                Err(e) => failures.push(format!("port {port}: {e}")),
-            }
-        }
-        Err(format!(
-            "redis-server did not start ({}); try `{} --port 6390` by hand to see why",
-            failures.join("; "),
-            binary.display()
-        )
-        .into())
-    }
-
-    async fn wait_ready(&mut self) -> Result<(), String> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return Err(format!("it exited at once ({status})"));
-            }
-            let ping = async {
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                redis::cmd("PING").query_async::<String>(&mut conn).await
-            };
-            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(200), ping).await {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(format!("no answer to PING within {READY_TIMEOUT:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// SIGKILL, then reap the process.
-    fn kill(&mut self) -> Result<()> {
-        self.child.kill()?;
-        self.child.wait()?;
-        Ok(())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Errors here mean it already exited (and was reaped).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }

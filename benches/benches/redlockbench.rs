@@ -1,7 +1,8 @@
 //! redlockbench: how much a Redlock acquire costs over one Redis, in one run.
 //!
 //! ```text
-//! cargo run --release -p redlock-examples --example redlockbench
+//! cargo bench -p redlock-benches --bench redlockbench
+//! cargo bench -p redlock-benches --bench redlockbench -- --quick   # 2 rounds of 100
 //! ```
 //!
 //! Starts five `redis-server` processes on free loopback ports through the
@@ -19,7 +20,11 @@
 //! The cells run as interleaved slices (10 rounds of 300 acquires each), so
 //! drift in the machine's state hits all alike. It prints p50/p99/max per
 //! cell and each one's p50 ratio to `ours 1` (single-node latency, same run).
-//! Takes about 20 s.
+//! Takes up to about 20 s (3.4 s on an idle 2-core machine).
+//!
+//! `cargo test --benches` runs it without `cargo bench`'s `--bench`
+//! argument: then it takes one round of 20 acquires per cell, as a check
+//! that the benchmark still works.
 
 use std::time::{Duration, Instant};
 
@@ -27,9 +32,64 @@ use redis::AsyncCommands;
 use redlock_runtime::LockClient;
 use redlock_tests::RedisServer;
 
-const ROUNDS: usize = 10;
-const PER_SLICE: usize = 300;
 const TTL: Duration = Duration::from_secs(10);
+
+const USAGE: &str = "\
+usage: cargo bench -p redlock-benches --bench redlockbench -- [--quick]
+
+  --quick   2 rounds of 100 acquires per cell (default: 10 rounds of 300)
+
+Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one. Without
+--bench (which `cargo bench` passes; `cargo test --benches` does not): one
+round of 20.";
+
+/// How many acquires each cell measures, and how.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    /// Interleaved rounds; each runs every cell once.
+    rounds: usize,
+    /// Acquires per cell and round.
+    per_slice: usize,
+    /// Untimed acquires per cell first (connections, script caches).
+    warm_up: usize,
+}
+
+fn settings() -> Result<Settings, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut settings = match args.iter().any(|a| a == "--bench") {
+        true => Settings {
+            rounds: 10,
+            per_slice: 300,
+            warm_up: 50,
+        },
+        false => {
+            eprintln!(
+                "redlockbench: no --bench argument (not run by `cargo bench`): a test-sized run"
+            );
+            Settings {
+                rounds: 1,
+                per_slice: 20,
+                warm_up: 5,
+            }
+        }
+    };
+    for arg in &args {
+        match arg.as_str() {
+            "--bench" => {}
+            "--quick" => {
+                settings.rounds = 2;
+                settings.per_slice = 100;
+                settings.warm_up = 20;
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    Ok(settings)
+}
 
 enum Cell {
     Raw(redis::aio::MultiplexedConnection),
@@ -92,6 +152,14 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    let Settings {
+        rounds,
+        per_slice,
+        warm_up,
+    } = settings().unwrap_or_else(|message| {
+        eprintln!("redlockbench: {message}\n\n{USAGE}");
+        std::process::exit(2);
+    });
     let mut nodes = Vec::new();
     for _ in 0..5 {
         nodes.push(RedisServer::start().await);
@@ -144,17 +212,17 @@ async fn main() {
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cells.len()];
     // Warm-up: connections and script caches.
     for (name, cell) in &mut cells {
-        for i in 0..50 {
+        for i in 0..warm_up {
             cell.once(&format!("warm:{name}:{i}")).await;
         }
     }
-    for round in 0..ROUNDS {
-        eprintln!("round {}/{ROUNDS}", round + 1);
+    for round in 0..rounds {
+        eprintln!("round {}/{rounds}", round + 1);
         // Rotate the order each round.
         for k in 0..cells.len() {
             let c = (k + round) % cells.len();
             let (name, cell) = &mut cells[c];
-            for i in 0..PER_SLICE {
+            for i in 0..per_slice {
                 let took = cell.once(&format!("bench:{name}:{round}:{i}")).await;
                 samples[c].push(took);
             }
@@ -166,7 +234,7 @@ async fn main() {
     let single_p50 = percentile(&samples[1], 0.5);
     println!(
         "redlockbench: acquire latency, one at a time, {} acquires per cell, loopback, {} cores",
-        ROUNDS * PER_SLICE,
+        rounds * per_slice,
         std::thread::available_parallelism().map_or(0, usize::from)
     );
     println!(

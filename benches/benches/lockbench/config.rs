@@ -1,0 +1,169 @@
+//! The run's settings: defaults, `--quick`, the environment, the flags.
+
+use std::time::Duration;
+
+pub(crate) const USAGE: &str = "\
+usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GROUPS]
+         [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
+
+  --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
+  --only GROUPS         comma-separated subset of: uncontended,contended,renewal
+  --uncontended-secs S  seconds per uncontended cell (default 3)
+  --contended-secs S    seconds per contended implementation (default 5)
+  --renewal-secs S      seconds the renewal locks are held (default 10)
+  --renewal-locks N     locks held in the renewal scenario (default 10000)
+
+Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
+LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS (flags win),
+and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 4).
+Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
+
+`cargo bench` passes --bench; without it (`cargo test --benches`) the
+defaults are those of a test-sized run: 0.1 s per cell, 100 renewal locks
+held 0.2 s.";
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) uncontended_secs: Duration,
+    pub(crate) contended_secs: Duration,
+    pub(crate) renewal_secs: Duration,
+    pub(crate) renewal_locks: usize,
+    pub(crate) pool_size: u32,
+    pub(crate) run_uncontended: bool,
+    pub(crate) run_contended: bool,
+    pub(crate) run_renewal: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            uncontended_secs: Duration::from_secs(3),
+            contended_secs: Duration::from_secs(5),
+            renewal_secs: Duration::from_secs(10),
+            renewal_locks: 10_000,
+            pool_size: 4,
+            run_uncontended: true,
+            run_contended: true,
+            run_renewal: true,
+        }
+    }
+}
+
+impl Config {
+    /// What `cargo test --benches` runs (no `--bench` argument): every
+    /// scenario once, as briefly as it still works, to catch a benchmark
+    /// that no longer runs. Its numbers mean nothing.
+    fn test_sized() -> Self {
+        Self {
+            uncontended_secs: Duration::from_millis(100),
+            contended_secs: Duration::from_millis(100),
+            renewal_secs: Duration::from_millis(200),
+            renewal_locks: 100,
+            ..Self::default()
+        }
+    }
+
+    /// Defaults (test-sized without `--bench`), then `--quick`, then the
+    /// environment, then the flags.
+    pub(crate) fn from_env_and_args() -> Result<Self, String> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let bench = args.iter().any(|a| a == "--bench");
+        let mut cfg = match bench {
+            true => Config::default(),
+            false => Config::test_sized(),
+        };
+        if args.iter().any(|a| a == "--quick") || env("LOCKBENCH_QUICK").is_some_and(|v| v != "0") {
+            cfg.uncontended_secs = Duration::from_secs(1);
+            cfg.contended_secs = Duration::from_secs(1);
+            // A renewal period is ttl/3 = 1 s: hold for two of them.
+            cfg.renewal_secs = Duration::from_secs(2);
+            cfg.renewal_locks = 1_000;
+        }
+        for (name, flag) in [
+            ("LOCKBENCH_ONLY", "--only"),
+            ("LOCKBENCH_UNCONTENDED_SECS", "--uncontended-secs"),
+            ("LOCKBENCH_CONTENDED_SECS", "--contended-secs"),
+            ("LOCKBENCH_RENEWAL_SECS", "--renewal-secs"),
+            ("LOCKBENCH_RENEWAL_LOCKS", "--renewal-locks"),
+        ] {
+            if let Some(value) = env(name) {
+                cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
+            }
+        }
+        if let Some(value) = env("LOCKBENCH_POOL_SIZE") {
+            cfg.pool_size = value.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                format!("LOCKBENCH_POOL_SIZE: `{value}` is not a positive integer")
+            })?;
+        }
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--quick" | "--bench" => {}
+                "-h" | "--help" => {
+                    println!("{USAGE}");
+                    std::process::exit(0);
+                }
+                flag if flag.starts_with("--") => {
+                    let (flag, value) = match flag.split_once('=') {
+                        Some((f, v)) => (f.to_owned(), v.to_owned()),
+                        None => (
+                            flag.to_owned(),
+                            args.next().ok_or_else(|| format!("{flag} needs a value"))?,
+                        ),
+                    };
+                    cfg.set(&flag, &value)?;
+                }
+                other => return Err(format!("unexpected argument `{other}`")),
+            }
+        }
+        if !bench {
+            eprintln!(
+                "lockbench: no --bench argument (not run by `cargo bench`): a test-sized run"
+            );
+        }
+        Ok(cfg)
+    }
+
+    fn set(&mut self, flag: &str, value: &str) -> Result<(), String> {
+        let secs = |value: &str| {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| format!("{flag}: `{value}` is not a positive number of seconds"))
+        };
+        match flag {
+            "--uncontended-secs" => self.uncontended_secs = secs(value)?,
+            "--contended-secs" => self.contended_secs = secs(value)?,
+            "--renewal-secs" => self.renewal_secs = secs(value)?,
+            "--renewal-locks" => {
+                self.renewal_locks = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("{flag}: `{value}` is not a positive integer"))?;
+            }
+            "--only" => {
+                self.run_uncontended = false;
+                self.run_contended = false;
+                self.run_renewal = false;
+                for group in value.split(',').map(str::trim) {
+                    match group {
+                        "uncontended" => self.run_uncontended = true,
+                        "contended" => self.run_contended = true,
+                        "renewal" => self.run_renewal = true,
+                        other => {
+                            return Err(format!(
+                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal)"
+                            ));
+                        }
+                    }
+                }
+            }
+            other => return Err(format!("unknown flag `{other}`")),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,248 @@
+//! The JSON lines: one record per measurement, each an object whose
+//! `scenario` field says what it is (`meta`, `uncontended`, `contended`,
+//! `renewal`, `target`, `run`).
+//!
+//! Floats are rounded to 3 decimals, a whole number is written without a
+//! fraction (`1`, not `1.0`), and NaN (a ratio with nothing to divide by)
+//! is `null`.
+
+use std::collections::BTreeMap;
+
+use serde::{Serialize, Serializer};
+
+use crate::baselines::{RSLOCK_RETRY_DELAY, RSLOCK_VERSION};
+use crate::config::Config;
+use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
+use crate::renewal::{RENEWAL_TTL, Renewal};
+use crate::support::{cores, percentile};
+use crate::targets::Target;
+use crate::uncontended::{Measured, ratio_to_raw};
+
+#[derive(Serialize)]
+#[serde(tag = "scenario", rename_all = "lowercase")]
+enum Record<'a> {
+    Meta(Meta<'a>),
+    Uncontended(UncontendedRow<'a>),
+    Contended(ContendedRow<'a>),
+    Renewal(RenewalRow<'a>),
+    Target(TargetRow<'a>),
+    Run {
+        #[serde(serialize_with = "num")]
+        seconds: f64,
+    },
+}
+
+#[derive(Serialize)]
+struct Meta<'a> {
+    redis_version: &'a str,
+    cores: usize,
+    pool_size: u32,
+    rslock_version: &'a str,
+    rslock_retry_delay_ms: u64,
+    #[serde(serialize_with = "num")]
+    uncontended_secs: f64,
+    #[serde(serialize_with = "num")]
+    contended_secs: f64,
+    #[serde(serialize_with = "num")]
+    renewal_secs: f64,
+    renewal_locks: usize,
+}
+
+#[derive(Serialize)]
+struct UncontendedRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    concurrency: usize,
+    pairs: usize,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    #[serde(serialize_with = "num")]
+    pairs_per_sec: f64,
+    p50_us: u32,
+    p99_us: u32,
+    #[serde(serialize_with = "num")]
+    ratio_to_raw: f64,
+}
+
+#[derive(Serialize)]
+struct ContendedRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    workers: usize,
+    #[serde(serialize_with = "num")]
+    hold_ms: f64,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    acquisitions: u64,
+    #[serde(serialize_with = "num")]
+    acquisitions_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    handoff_share: f64,
+    wait_p50_us: u32,
+    wait_p99_us: u32,
+    wait_max_us: u32,
+    violations: u64,
+    per_worker: &'a [u64],
+    #[serde(serialize_with = "num")]
+    mean_hold_us: f64,
+    errors: u64,
+    first_error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct RenewalRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    locks: usize,
+    ttl_ms: u64,
+    #[serde(serialize_with = "num")]
+    acquire_secs: f64,
+    #[serde(serialize_with = "num")]
+    window_secs: f64,
+    #[serde(serialize_with = "num")]
+    commands_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    all_calls_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    evalsha_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    eval_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    commands_per_period: f64,
+    #[serde(serialize_with = "num")]
+    commands_per_lock_per_period: f64,
+    calls: &'a BTreeMap<String, u64>,
+    renewal_round_trips: u64,
+    #[serde(serialize_with = "num")]
+    periods: f64,
+    #[serde(serialize_with = "num")]
+    round_trips_per_period: f64,
+    watched_at_end: usize,
+    #[serde(serialize_with = "opt_num")]
+    rss_before_mib: Option<f64>,
+    #[serde(serialize_with = "opt_num")]
+    rss_holding_mib: Option<f64>,
+    held_at_end: usize,
+    release_errors: usize,
+}
+
+#[derive(Serialize)]
+struct TargetRow<'a> {
+    target: &'a str,
+    measured: &'a str,
+    pass: Option<bool>,
+}
+
+/// `x` rounded to 3 decimals; whole numbers as integers, NaN and infinities
+/// as `null`.
+fn num<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if !x.is_finite() {
+        return s.serialize_none();
+    }
+    let rounded = (x * 1000.0).round() / 1000.0;
+    // Below 2^53 every whole f64 is exactly an i64.
+    if rounded.fract() == 0.0 && rounded.abs() < 9_007_199_254_740_992.0 {
+        s.serialize_i64(rounded as i64)
+    } else {
+        s.serialize_f64(rounded)
+    }
+}
+
+fn opt_num<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    num(&x.unwrap_or(f64::NAN), s)
+}
+
+fn emit(record: &Record<'_>) {
+    let line = serde_json::to_string(record).expect("the records serialize");
+    println!("{line}");
+}
+
+pub(crate) fn meta(redis_version: &str, cfg: &Config) {
+    emit(&Record::Meta(Meta {
+        redis_version,
+        cores: cores(),
+        pool_size: cfg.pool_size,
+        rslock_version: RSLOCK_VERSION,
+        rslock_retry_delay_ms: RSLOCK_RETRY_DELAY.as_millis() as u64,
+        uncontended_secs: cfg.uncontended_secs.as_secs_f64(),
+        contended_secs: cfg.contended_secs.as_secs_f64(),
+        renewal_secs: cfg.renewal_secs.as_secs_f64(),
+        renewal_locks: cfg.renewal_locks,
+    }));
+}
+
+pub(crate) fn uncontended(results: &[Measured]) {
+    for r in results {
+        emit(&Record::Uncontended(UncontendedRow {
+            implementation: r.name,
+            concurrency: r.concurrency,
+            pairs: r.pairs,
+            seconds: r.elapsed.as_secs_f64(),
+            pairs_per_sec: r.per_sec().round(),
+            p50_us: percentile(&r.latencies_us, 0.50),
+            p99_us: percentile(&r.latencies_us, 0.99),
+            ratio_to_raw: ratio_to_raw(results, r),
+        }));
+    }
+}
+
+pub(crate) fn contended(results: &[Contended]) {
+    for r in results {
+        emit(&Record::Contended(ContendedRow {
+            implementation: r.name,
+            workers: CONTENDED_WORKERS,
+            hold_ms: CONTENDED_HOLD.as_secs_f64() * 1000.0,
+            seconds: r.seconds,
+            acquisitions: r.acquisitions(),
+            acquisitions_per_sec: r.per_sec(),
+            handoff_share: r.handoff_share(),
+            wait_p50_us: percentile(&r.waits_us, 0.50),
+            wait_p99_us: percentile(&r.waits_us, 0.99),
+            wait_max_us: r.wait_max_us(),
+            violations: r.violations,
+            per_worker: &r.per_worker,
+            mean_hold_us: r.mean_hold_us.round(),
+            errors: r.errors,
+            first_error: r.first_error.as_deref(),
+        }));
+    }
+}
+
+pub(crate) fn renewal(r: &Renewal) {
+    emit(&Record::Renewal(RenewalRow {
+        implementation: "ours",
+        locks: r.locks,
+        ttl_ms: RENEWAL_TTL.as_millis() as u64,
+        acquire_secs: r.acquire_secs,
+        window_secs: r.window_secs,
+        commands_per_sec: r.sent_per_sec().round(),
+        all_calls_per_sec: r.all_calls_per_sec().round(),
+        evalsha_per_sec: r.per_sec("evalsha").round(),
+        eval_per_sec: r.per_sec("eval").round(),
+        commands_per_period: r.per_period().round(),
+        commands_per_lock_per_period: r.per_period() / r.locks as f64,
+        calls: &r.calls,
+        renewal_round_trips: r.round_trips,
+        periods: r.periods(),
+        round_trips_per_period: r.round_trips_per_period(),
+        watched_at_end: r.watched,
+        rss_before_mib: r.rss_before_mib,
+        rss_holding_mib: r.rss_holding_mib,
+        held_at_end: r.held_at_end,
+        release_errors: r.release_errors,
+    }));
+}
+
+pub(crate) fn targets(targets: &[Target]) {
+    for t in targets {
+        emit(&Record::Target(TargetRow {
+            target: &t.what,
+            measured: &t.measured,
+            pass: t.pass,
+        }));
+    }
+}
+
+pub(crate) fn run(seconds: f64) {
+    emit(&Record::Run { seconds });
+}

@@ -1,0 +1,143 @@
+//! lockbench: our lock client against the raw Redis commands and `rslock`,
+//! uncontended and contended, plus the cost of renewing many held locks.
+//!
+//! ```text
+//! cargo bench -p redlock-benches --bench lockbench
+//! cargo bench -p redlock-benches --bench lockbench -- --quick   # ~12 s smoke run
+//! cargo bench -p redlock-benches --bench lockbench -- --help
+//! ```
+//!
+//! Needs `redis-server` on PATH (or `REDLOCK_REDIS_SERVER`): it starts its own
+//! on a free loopback port through the test harness, never your Redis on 6379.
+//! The default run takes about 45 s. `cargo test --benches` runs it without
+//! `cargo bench`'s `--bench` argument: then every scenario runs briefly, as
+//! a check that the benchmark still works.
+//!
+//! What it measures, in one run against that one server:
+//!
+//! - **uncontended** (3 s per cell, [`uncontended`]): acquire+release
+//!   pairs/s and p50/p99 latency at concurrency 1 and 32, every pair on a key
+//!   of its own, for
+//!   - `raw`: the two commands a lock needs (`SET key token NX PX`, then
+//!     `EVALSHA` of the compare-and-delete script) with no lock library, over
+//!     one redis-rs `MultiplexedConnection` shared by all tasks: the limit;
+//!   - `ours`: `client.lock(key).acquire()` then `guard.release()` on one
+//!     shared `LockClient` (watchdog on, as by default);
+//!   - `rslock`: `manager.acquire(key)` then `guard.release()` on one shared
+//!     `rslock::LockManager`;
+//!
+//!   with each one's ratio to `raw` of the same run. The cells run as
+//!   interleaved 0.5 s slices, so drift in the machine's state hits all
+//!   alike: the ratio is the number to compare across runs;
+//! - **contended** (5 s per implementation, [`contended`]): 8 workers, each
+//!   with a client of its own (like 8 nodes), loop on one key: want the lock,
+//!   acquire (waiting allowed), hold it 1 ms (a thread sleep: tokio's 1 ms
+//!   timer ticks would make it ~2 ms), release. Reports acquisitions/s, the
+//!   acquire wait (from wanting the lock to holding it) p50/p99/max, the
+//!   share of acquisitions that went to another worker than the previous
+//!   holder, and mutual-exclusion violations (a holder found another one
+//!   inside). `raw` here is a naive poller: `SET NX PX` retried after a 1 ms
+//!   tokio sleep; `rslock` uses `acquire` with its retry delay set to 10 ms
+//!   (default 200) ([`baselines`]);
+//! - **renewal** (10 s, [`renewal`]): 10,000 locks with ttl 3 s held by our
+//!   client with the watchdog on; Redis commands per second during the hold
+//!   (from `INFO commandstats`), commands per renewal period (ttl/3), renewal
+//!   round trips per period (`LockClient::renewal_round_trips`), and this
+//!   process's resident memory before acquiring and while holding.
+//!
+//! Renewal runs first, so that its memory reading is not inflated by what
+//! the other scenarios allocated. It prints a table per group
+//! ([`report`]), then one JSON line per measurement ([`json`]), then the
+//! issue's targets with PASS/MISS ([`targets`]). Progress goes to stderr.
+
+mod baselines;
+mod config;
+mod contended;
+mod json;
+mod renewal;
+mod report;
+mod support;
+mod targets;
+mod uncontended;
+
+use std::time::Instant;
+
+use redlock_tests::RedisServer;
+
+use crate::baselines::RSLOCK_VERSION;
+use crate::config::{Config, USAGE};
+use crate::contended::{contended_ours, ours_request};
+
+#[tokio::main]
+async fn main() {
+    let cfg = match Config::from_env_and_args() {
+        Ok(cfg) => cfg,
+        Err(message) => {
+            eprintln!("lockbench: {message}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let started = Instant::now();
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut admin = support::connect(&url).await;
+    let redis_version = support::redis_version(&mut admin).await;
+    eprintln!(
+        "lockbench: redis-server {redis_version} on {url}; our pool size {}",
+        cfg.pool_size
+    );
+
+    // Renewal runs first so its memory reading is not inflated by what the
+    // other scenarios allocated; it is printed last.
+    let renewal = match cfg.run_renewal {
+        true => Some(renewal::renewal(&url, &cfg, &mut admin).await),
+        false => None,
+    };
+
+    let uncontended = match cfg.run_uncontended {
+        true => uncontended::uncontended(&url, &cfg).await,
+        false => Vec::new(),
+    };
+
+    let mut contended_runs = Vec::new();
+    if cfg.run_contended {
+        contended_runs.push(contended_ours(&url, &cfg, "ours", ours_request).await);
+        // The targets section judges the fair row.
+        contended_runs
+            .push(contended_ours(&url, &cfg, "ours-fair", |c, k| ours_request(c, k).fair()).await);
+        contended_runs.push(baselines::contended_rslock(&url, &cfg).await);
+        contended_runs.push(baselines::contended_raw(&url, &cfg).await);
+    }
+
+    // Tables.
+    println!(
+        "lockbench: redis-server {redis_version} (own, loopback), {} cores, our pool size {}, rslock {RSLOCK_VERSION}",
+        support::cores(),
+        cfg.pool_size
+    );
+    if !uncontended.is_empty() {
+        report::print_uncontended(&uncontended, &cfg);
+    }
+    report::print_contended(&contended_runs);
+    if let Some(r) = &renewal {
+        report::print_renewal(r);
+    }
+
+    // JSON lines.
+    println!();
+    json::meta(&redis_version, &cfg);
+    json::uncontended(&uncontended);
+    json::contended(&contended_runs);
+    if let Some(r) = &renewal {
+        json::renewal(r);
+    }
+
+    // Targets.
+    let targets = targets::targets(&uncontended, &contended_runs, renewal.as_ref());
+    targets::print_targets(&targets);
+    json::targets(&targets);
+    let total = started.elapsed().as_secs_f64();
+    json::run(total);
+    eprintln!("lockbench: done in {total:.1} s");
+    drop(server);
+}

@@ -1,0 +1,117 @@
+//! The human-readable tables, one per scenario.
+
+use crate::config::Config;
+use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
+use crate::renewal::{RENEWAL_TTL, Renewal};
+use crate::support::{ms, percentile};
+use crate::uncontended::{Measured, ratio_to_raw};
+
+pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
+    println!(
+        "\nuncontended: acquire+release pairs on distinct keys, {:.1} s per cell (in interleaved slices)",
+        cfg.uncontended_secs.as_secs_f64()
+    );
+    println!(
+        "{:<8} {:>11} {:>10} {:>8} {:>8} {:>7}",
+        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs raw"
+    );
+    for r in results {
+        println!(
+            "{:<8} {:>11} {:>10.0} {:>8} {:>8} {:>7.2}",
+            r.name,
+            r.concurrency,
+            r.per_sec(),
+            percentile(&r.latencies_us, 0.50),
+            percentile(&r.latencies_us, 0.99),
+            ratio_to_raw(results, r)
+        );
+    }
+}
+
+pub(crate) fn print_contended(results: &[Contended]) {
+    let Some(first) = results.first() else { return };
+    println!(
+        "\ncontended: {CONTENDED_WORKERS} workers on one key, acquire (waiting) -> hold {CONTENDED_HOLD:?} -> release, {:.1} s each",
+        first.seconds
+    );
+    println!(
+        "{:<10} {:>7} {:>8} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8} {:>6}",
+        "impl",
+        "acq/s",
+        "handoff",
+        "wait p50",
+        "wait p99",
+        "wait max",
+        "violations",
+        "per-worker",
+        "hold",
+        "errors"
+    );
+    println!(
+        "{:<10} {:>7} {:>8} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8} {:>6}",
+        "", "", "%", "ms", "ms", "ms", "", "min-max", "mean ms", ""
+    );
+    for r in results {
+        let min = r.per_worker.iter().min().copied().unwrap_or(0);
+        let max = r.per_worker.iter().max().copied().unwrap_or(0);
+        println!(
+            "{:<10} {:>7.0} {:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>10} {:>10} {:>8.2} {:>6}",
+            r.name,
+            r.per_sec(),
+            r.handoff_share() * 100.0,
+            ms(percentile(&r.waits_us, 0.50)),
+            ms(percentile(&r.waits_us, 0.99)),
+            ms(r.wait_max_us()),
+            r.violations,
+            format!("{min}-{max}"),
+            r.mean_hold_us / 1000.0,
+            r.errors
+        );
+    }
+    for r in results {
+        if let Some(e) = &r.first_error {
+            println!("  {}: first error: {e}", r.name);
+        }
+    }
+}
+
+fn mib(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |m| format!("{m:.1} MiB"))
+}
+
+pub(crate) fn print_renewal(r: &Renewal) {
+    println!(
+        "\nrenewal: {} locks, ttl {RENEWAL_TTL:?} (renewed every ttl/3), held {:.1} s by our client",
+        r.locks, r.window_secs
+    );
+    println!("  acquired all in                  {:.2} s", r.acquire_secs);
+    println!(
+        "  Redis commands/s while holding   {:.0} sent (evalsha {:.0}, eval {:.0}); {:.0} incl. those run inside scripts",
+        r.sent_per_sec(),
+        r.per_sec("evalsha"),
+        r.per_sec("eval"),
+        r.all_calls_per_sec()
+    );
+    println!(
+        "  commands sent per period         {:.0} ({:.2} per lock)",
+        r.per_period(),
+        r.per_period() / r.locks as f64
+    );
+    println!(
+        "  renewal round trips              {} in {:.1} periods: {:.2} per period (client counter)",
+        r.round_trips,
+        r.periods(),
+        r.round_trips_per_period()
+    );
+    let calls: Vec<String> = r.calls.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    println!("  calls in the window              {}", calls.join(", "));
+    println!(
+        "  resident memory                  {} before acquiring, {} while holding",
+        mib(r.rss_before_mib),
+        mib(r.rss_holding_mib)
+    );
+    println!(
+        "  still held at the end            {} of {} (client watches {}); release errors {}",
+        r.held_at_end, r.locks, r.watched, r.release_errors
+    );
+}

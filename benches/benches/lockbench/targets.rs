@@ -1,0 +1,135 @@
+//! The targets, judged against this run's measurements.
+
+use crate::contended::Contended;
+use crate::renewal::Renewal;
+use crate::support::{ms, percentile};
+use crate::uncontended::{CONCURRENCIES, Measured, ratio_to_raw};
+
+pub(crate) struct Target {
+    pub(crate) what: String,
+    pub(crate) measured: String,
+    /// `None`: not measured in this run.
+    pub(crate) pass: Option<bool>,
+}
+
+pub(crate) fn targets(
+    uncontended: &[Measured],
+    contended: &[Contended],
+    renewal: Option<&Renewal>,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for c in CONCURRENCIES {
+        let find = |name| {
+            uncontended
+                .iter()
+                .find(|m| m.name == name && m.concurrency == c)
+        };
+        let ours = find("ours");
+        let ratio = ours.map(|m| ratio_to_raw(uncontended, m));
+        out.push(Target {
+            what: format!("uncontended ours/raw >= 0.85 at concurrency {c}"),
+            measured: ratio.map_or_else(|| "not run".into(), |r| format!("{r:.2}")),
+            pass: ratio.map(|r| r >= 0.85),
+        });
+        let vs = ours
+            .zip(find("rslock"))
+            .map(|(o, r)| o.per_sec() / r.per_sec());
+        out.push(Target {
+            what: format!("uncontended ours ahead of rslock at concurrency {c}"),
+            measured: vs.map_or_else(|| "not run".into(), |v| format!("ours/rslock {v:.2}")),
+            pass: vs.map(|v| v > 1.0),
+        });
+    }
+
+    // The targets are for fair mode; until it runs, show the default mode.
+    let fair = contended.iter().find(|r| r.name == "ours-fair");
+    let (row, mode) = match fair {
+        Some(r) => (Some(r), "fair mode"),
+        None => (
+            contended.iter().find(|r| r.name == "ours"),
+            "DEFAULT mode, fair mode not run",
+        ),
+    };
+    let mut check = |what: &str, value: Option<(f64, String)>, ok: fn(f64) -> bool| {
+        out.push(Target {
+            what: format!("contended {what} ({mode})"),
+            measured: value
+                .as_ref()
+                .map_or_else(|| "not run".into(), |(_, s)| s.clone()),
+            pass: value.map(|(v, _)| ok(v)),
+        });
+    };
+    check(
+        ">= 700 acquisitions/s",
+        row.map(|r| (r.per_sec(), format!("{:.0}/s", r.per_sec()))),
+        |v| v >= 700.0,
+    );
+    check(
+        ">= 90% handoffs to another worker",
+        row.map(|r| {
+            let s = r.handoff_share() * 100.0;
+            (s, format!("{s:.1}%"))
+        }),
+        |v| v >= 90.0,
+    );
+    check(
+        "acquire wait p99 <= 20 ms",
+        row.map(|r| {
+            let v = ms(percentile(&r.waits_us, 0.99));
+            (v, format!("{v:.2} ms"))
+        }),
+        |v| v <= 20.0,
+    );
+    check(
+        "acquire wait max <= 100 ms",
+        row.map(|r| {
+            let v = ms(r.wait_max_us());
+            (v, format!("{v:.2} ms"))
+        }),
+        |v| v <= 100.0,
+    );
+    check(
+        "zero mutual-exclusion violations",
+        row.map(|r| (r.violations as f64, r.violations.to_string())),
+        |v| v == 0.0,
+    );
+
+    out.push(Target {
+        what: "renewal: all locks in <= 2 round trips per period".into(),
+        measured: renewal.map_or_else(
+            || "not run".into(),
+            |r| {
+                format!(
+                    "{:.2} round trips/period for {} locks ({:.0} commands/period)",
+                    r.round_trips_per_period(),
+                    r.locks,
+                    r.per_period()
+                )
+            },
+        ),
+        pass: renewal.map(|r| r.round_trips_per_period() <= 2.0),
+    });
+    out.push(Target {
+        what: "renewal: resident memory < 50 MiB while holding".into(),
+        measured: renewal
+            .and_then(|r| r.rss_holding_mib)
+            .map_or_else(|| "not measured".into(), |m| format!("{m:.1} MiB")),
+        pass: renewal.and_then(|r| r.rss_holding_mib).map(|m| m < 50.0),
+    });
+    out
+}
+
+fn status(pass: Option<bool>) -> &'static str {
+    match pass {
+        Some(true) => "PASS",
+        Some(false) => "MISS",
+        None => "----",
+    }
+}
+
+pub(crate) fn print_targets(targets: &[Target]) {
+    println!("\ntargets");
+    for t in targets {
+        println!("  {}  {:<88} {}", status(t.pass), t.what, t.measured);
+    }
+}
