@@ -2,7 +2,7 @@
 //! and answers as on Redis, kept in the process (for single-instance
 //! services and for testing handlers without Redis).
 
-mod axum_support;
+mod support;
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use http::StatusCode;
 use redlock_axum::IdempotencyLayer;
 use redlock_runtime::LockClient;
 
-use axum_support::{Probe, post_ok, serve};
+use support::{Probe, post_ok, serve};
 
 async fn handler(State(probe): State<Probe>, body: String) -> (StatusCode, String) {
     let run = probe.enter().await;

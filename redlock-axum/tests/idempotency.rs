@@ -4,7 +4,7 @@
 //! Handlers are held at a gate (a semaphore) and announce themselves on a
 //! channel, so "while the first request runs" is an event, not a sleep.
 
-mod axum_support;
+mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use redlock_runtime::LockClient;
 use redlock_tests::RedisServer;
 use tokio::io::AsyncWriteExt;
 
-use axum_support::{Probe, Reply, post_ok, raw_redis, send, serve};
+use support::{Probe, Reply, post_ok, raw_redis, send, serve};
 
 /// The authenticated user, as an auth layer would put it in extensions.
 #[derive(Clone)]
@@ -110,8 +110,8 @@ async fn setup(
     RedisServer,
     LockClient,
     Probe,
-    axum_support::ProbeEvents,
-    axum_support::Server,
+    support::ProbeEvents,
+    support::Server,
 ) {
     let redis = RedisServer::start().await;
     let locks = LockClient::connect(redis.url())
@@ -251,7 +251,7 @@ async fn malformed_empty_non_ascii_and_overlong_keys_are_400() {
     for key in bad {
         let reply = send(
             server.addr,
-            axum_support::post(server.addr, "/orders", Some(key), "{}"),
+            support::post(server.addr, "/orders", Some(key), "{}"),
         )
         .await
         .expect("response");
@@ -271,7 +271,7 @@ async fn two_scopes_with_the_same_key_do_not_see_each_other() {
     let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
     let addr = server.addr;
     let as_user = |user: &'static str| {
-        let mut req = axum_support::post(addr, "/orders", Some(b"shared-key"), r#"{"sku":"D"}"#);
+        let mut req = support::post(addr, "/orders", Some(b"shared-key"), r#"{"sku":"D"}"#);
         req.headers_mut()
             .insert("x-user", http::HeaderValue::from_static(user));
         req
@@ -300,7 +300,7 @@ async fn two_scopes_with_the_same_key_do_not_see_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_releases_the_key_and_the_retry_runs_again() {
     let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
-    let mut failing = axum_support::post(server.addr, "/orders", Some(b"k-500"), "{}");
+    let mut failing = support::post(server.addr, "/orders", Some(b"k-500"), "{}");
     failing
         .headers_mut()
         .insert("x-behave", http::HeaderValue::from_static("fail"));
@@ -327,7 +327,7 @@ async fn a_500_releases_the_key_and_the_retry_runs_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_releases_its_key() {
     let (redis, _locks, probe, _events, server) = setup(false, |l| l).await;
-    let mut panicking = axum_support::post(server.addr, "/orders", Some(b"k-panic"), "{}");
+    let mut panicking = support::post(server.addr, "/orders", Some(b"k-panic"), "{}");
     panicking
         .headers_mut()
         .insert("x-behave", http::HeaderValue::from_static("panic"));
@@ -352,7 +352,7 @@ async fn a_panicking_handler_releases_its_key() {
 async fn an_oversized_response_is_delivered_once_and_then_not_replayable() {
     let (_redis, _locks, probe, _events, server) = setup(false, |l| l.store_limit(1024)).await;
     let big = || {
-        let mut req = axum_support::post(server.addr, "/orders", Some(b"k-big"), "{}");
+        let mut req = support::post(server.addr, "/orders", Some(b"k-big"), "{}");
         req.headers_mut()
             .insert("x-behave", http::HeaderValue::from_static("big"));
         req
