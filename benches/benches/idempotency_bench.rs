@@ -37,11 +37,11 @@ use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use redlock_axum::IdempotencyLayer;
 use redlock_runtime::LockClient;
 use redlock_tests::RedisServer;
+use redlock_tests::http::Connection;
 
 const HELP: &str = "\
 idempotency_bench: requests/s and p99 of one handler with and without IdempotencyLayer
@@ -188,16 +188,9 @@ async fn slice(
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut failures = 0u64;
-            let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+            let Ok(mut connection) = Connection::open(addr).await else {
                 return (latencies, 1);
             };
-            let _ = stream.set_nodelay(true);
-            let Ok((mut sender, conn)) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-            else {
-                return (latencies, 1);
-            };
-            tokio::spawn(conn);
             let mut n = 0u64;
             while Instant::now() < deadline {
                 n += 1;
@@ -211,21 +204,12 @@ async fn slice(
                     continue;
                 };
                 let sent = Instant::now();
-                if sender.ready().await.is_err() {
-                    failures += 1;
-                    break;
-                }
-                match sender.send_request(request).await {
-                    Ok(response) => {
-                        let ok = response.status() == StatusCode::CREATED;
-                        let body = response.into_body().collect().await;
-                        if ok && body.is_ok() {
-                            let us = sent.elapsed().as_micros();
-                            latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
-                        } else {
-                            failures += 1;
-                        }
+                match connection.call(request).await {
+                    Ok(reply) if reply.status == StatusCode::CREATED => {
+                        let us = sent.elapsed().as_micros();
+                        latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
                     }
+                    Ok(_) => failures += 1,
                     Err(_) => {
                         failures += 1;
                         break;

@@ -2,16 +2,15 @@
 //! `order_service` test send.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
+use redlock_tests::http as http_client;
 
 /// What can go wrong sending a request: connecting, HTTP, or no answer
 /// within 10 s.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Error = http_client::Error;
 
 /// A response, read whole.
 #[derive(Debug, Clone)]
@@ -56,31 +55,14 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<Reply, Error> {
     send(addr, req).await
 }
 
-/// Sends `req` on a new connection and reads the whole answer (10 s at most).
+/// Sends `req` on a new connection and reads the whole answer (10 s at
+/// most), through the workspace's one HTTP/1 client (`redlock_tests::http`).
 async fn send(addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, Error> {
-    let call = async {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        let response = sender.send_request(req).await?;
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
-        let header = |name: &str| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        Ok::<_, Error>(Reply {
-            status: parts.status,
-            replayed: header("idempotent-replayed").as_deref() == Some("true"),
-            retry_after: header("retry-after"),
-            body: String::from_utf8_lossy(&body).into_owned(),
-        })
-    };
-    tokio::time::timeout(Duration::from_secs(10), call)
-        .await
-        .map_err(|_| "no answer within 10 s")?
+    let reply = http_client::send(addr, req).await?;
+    Ok(Reply {
+        status: reply.status,
+        replayed: reply.replayed(),
+        retry_after: reply.header("retry-after").map(str::to_owned),
+        body: reply.text(),
+    })
 }

@@ -174,7 +174,7 @@
 //! nodes is below the shortest ttl, below the restart delay and below the
 //! fencing retention, and a node that loses its data takes longer than the
 //! skew to come back when no restart delay is set. The tests that check
-//! this: `faults.rs`
+//! this, in this crate's `tests/`: `faults.rs`
 //! (`fencing_tokens_increase_across_a_restart_without_persistence`,
 //! `.._across_an_rdb_rollback`, `.._when_a_redlock_majority_lost_its_data`,
 //! `a_node_restored_from_a_snapshot_grants_nothing_during_its_restart_delay`,

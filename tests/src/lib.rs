@@ -6,6 +6,16 @@
 //!   restarted on the same port (empty), and paused/resumed (SIGSTOP/SIGCONT).
 //! - [`FaultProxy`] sits between a client and a server and injects latency, a black
 //!   hole (partition), cut connections, or refused connections.
+//! - [`Backend`] runs one scenario on every lock backend (memory, one Redis,
+//!   Redlock): the cases of an `rstest` case list.
+//! - [`http`] is a small HTTP/1.1 client (and [`http::serve`] for an axum app on a
+//!   loopback port), for the idempotency layer's end-to-end tests.
+//! - [`LockHolder`] is a lock held by another process (the `lock_holder` binary).
+//!
+//! The suites live beside the crates they test (`redlock-runtime/tests/`,
+//! `redlock-axum/tests/`, with this crate as a dev-dependency); this crate's own
+//! `tests/` keeps the harness's self-tests and the suites that run its child-process
+//! binaries (`env!("CARGO_BIN_EXE_..")` exists only in the crate that owns them).
 //!
 //! `redis-server` must be installed (`apt-get install redis-server`, `brew install
 //! redis`); set `REDLOCK_REDIS_SERVER` to use another binary. Without it,
@@ -38,14 +48,21 @@
 //! }
 //! ```
 
+mod backend;
+mod fenced;
 mod holder;
+pub mod http;
 mod logs;
+mod prometheus;
 mod proxy;
 mod raw;
 mod redis_server;
 
+pub use backend::{Backend, REDLOCK_NODES, Started};
+pub use fenced::FencedStore;
 pub use holder::LockHolder;
 pub use logs::LogCapture;
+pub use prometheus::series_value;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};

@@ -2,8 +2,6 @@
 //! until the request's lease runs out, then a retry on another server runs
 //! the handler. The dead server is a child process (`idempotent_server`).
 
-mod axum_support;
-
 use std::io::{BufRead, BufReader, Lines};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -17,8 +15,7 @@ use http::StatusCode;
 use redlock_axum::IdempotencyLayer;
 use redlock_runtime::LockClient;
 use redlock_tests::RedisServer;
-
-use axum_support::{post_ok, serve};
+use redlock_tests::http::{post_ok, send, serve};
 
 /// Kills the child on drop, so a failing test leaves no process behind.
 struct ChildServer(Child);
@@ -60,9 +57,9 @@ async fn a_killed_servers_key_frees_after_one_lease_and_a_retry_runs() {
     // The first request reaches the child's handler, which never finishes.
     let body = r#"{"sku":"crash"}"#;
     let in_flight = tokio::spawn(async move {
-        axum_support::send(
+        send(
             child_addr,
-            axum_support::post(child_addr, "/orders", Some(b"k-crash"), body),
+            redlock_tests::http::post(child_addr, "/orders", Some(b"k-crash"), body),
         )
         .await
     });

@@ -1,11 +1,17 @@
-//! A lock holder that dies without releasing: its lock must pass to another
-//! owner once its lease runs out, and not before.
+//! Locks held by another process (the `lock_holder` child binary of this
+//! crate, which is why these runtime tests live here and not in
+//! `redlock-runtime/tests/`):
+//! - a holder that dies without releasing: its lock passes to another owner
+//!   once its lease runs out, and not before;
+//! - a paused holder (Redlock) is fenced out by the next holder's token;
+//! - a fair waiter that dies leaves the line within its presence.
 
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redlock_runtime::LockClient;
-use redlock_tests::{LockHolder, RedisServer};
+use redlock_runtime::{LockClient, LockGuard};
+use redlock_tests::{FencedStore, LockHolder, RedisServer};
 
 fn spawn_holder(url: &str, key: &str, ttl: Duration, watchdog: bool) -> (LockHolder, u64) {
     let holder = LockHolder::spawn(env!("CARGO_BIN_EXE_lock_holder"), url, key, ttl, watchdog);
@@ -91,4 +97,139 @@ async fn without_watchdog_a_killed_holders_lock_lasts_exactly_its_ttl() {
         "acquired {took:?} after the holder took it, before its ttl {ttl:?}"
     );
     assert!(guard.fencing_token() > fence);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(RedisServer::start().await);
+    }
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let ttl = Duration::from_millis(1_000);
+    let holder = LockHolder::spawn(
+        env!("CARGO_BIN_EXE_lock_holder"),
+        &urls.join(","),
+        "invoice",
+        ttl,
+        true,
+    );
+    let old_token = holder.fence();
+    let mut store = FencedStore::default();
+    assert!(
+        store.write(old_token, 0),
+        "the holder writes while it holds the lock"
+    );
+
+    // A stop-the-world pause of the holder (its watchdog stops too).
+    holder.pause();
+    let locks = LockClient::builder()
+        .redlock(urls.iter().cloned())
+        .node_timeout(Duration::from_millis(150))
+        .connection_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("a majority of the nodes answers");
+    let guard = locks
+        .lock("invoice")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("the lease of the paused holder runs out");
+    let new_token = guard.fencing_token();
+    assert!(store.write(new_token, 1));
+    holder.resume();
+
+    // The holder wakes up and writes with the token it had: rejected.
+    assert!(old_token < new_token, "{old_token} then {new_token}");
+    assert!(
+        !store.write(old_token, 0),
+        "the store took a write from a holder that lost the lock"
+    );
+    assert_eq!((store.accepted, store.rejected), (2, 1));
+    guard.release().await.expect("release");
+    drop(holder);
+}
+
+/// Waits (bounded, 5 s) until `n` waiters are queued for `key`.
+async fn queued(redis: &mut redis::aio::MultiplexedConnection, key: &str, n: usize) {
+    let queue = format!("lock:{{{key}}}:queue");
+    let started = Instant::now();
+    loop {
+        let len: usize = redis.llen(&queue).await.expect("LLEN");
+        if len == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "expected {n} queued waiters for {key}, found {len}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A fair waiter on its own client (its own "node").
+fn fair_waiter(
+    client: LockClient,
+    key: &'static str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<LockGuard, redlock_runtime::LockError>> {
+    tokio::spawn(async move { client.lock(key).fair().wait(wait).acquire().await })
+}
+
+/// Kills the child on drop.
+struct Child_(Child);
+
+impl Drop for Child_ {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_leaves_the_line_within_its_presence() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut redis = redlock_tests::raw_connection(&url).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("dead")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let mut child = Child_(
+        Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+            .args([url.as_str(), "dead", "30000", "on", "60000"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start a fair waiter process"),
+    );
+    queued(&mut redis, "dead", 1).await;
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "dead",
+        Duration::from_secs(10),
+    );
+    queued(&mut redis, "dead", 2).await;
+    child.0.kill().expect("SIGKILL the waiter");
+    child.0.wait().expect("reap");
+    let killed = Instant::now();
+    holder.release().await.expect("release");
+    let guard = next
+        .await
+        .expect("task")
+        .expect("the line moves past the dead waiter");
+    // Its place lasts 3 backoff ceilings + 1 command timeout (1.1 s) after
+    // its last ask; then the next ask of the live waiter (one backoff step,
+    // 200 ms at most) drops it.
+    let took = killed.elapsed();
+    assert!(
+        took <= Duration::from_millis(1_100 + 200 + 100),
+        "the dead waiter blocked the line for {took:?}"
+    );
+    guard.release().await.expect("release");
+    let len: usize = redis.llen("lock:{dead}:queue").await.expect("LLEN");
+    assert_eq!(len, 0, "no one left in line");
 }

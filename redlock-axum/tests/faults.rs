@@ -6,7 +6,7 @@
 //! - a compressed response is replayed with its `content-encoding`;
 //! - a 401 is not stored: the retry with fixed credentials runs.
 
-mod axum_support;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use redlock_axum::{IdempotencyContext, IdempotencyLayer};
 use redlock_runtime::LockClient;
 use redlock_tests::{FaultProxy, RedisServer};
 
-use axum_support::{post_ok, serve};
+use support::{post_ok, serve};
 
 type Tokens = Arc<Mutex<Vec<(&'static str, u64)>>>;
 
@@ -28,7 +28,7 @@ async fn server(
     url: String,
     work: Duration,
     tokens: Tokens,
-) -> axum_support::Server {
+) -> support::Server {
     let locks = LockClient::connect(url).await.expect("connect");
     let layer = IdempotencyLayer::global(&locks)
         .lease(Duration::from_secs(1))
@@ -140,11 +140,11 @@ async fn an_unauthorized_answer_is_not_replayed_to_the_fixed_retry() {
     let server = serve(app).await;
     let first = post_ok(server.addr, "/orders", Some("\"o-1\""), "{}").await;
     assert_eq!(first.status, StatusCode::UNAUTHORIZED);
-    let mut retry = axum_support::post(server.addr, "/orders", Some(b"\"o-1\""), "{}");
+    let mut retry = support::post(server.addr, "/orders", Some(b"\"o-1\""), "{}");
     retry
         .headers_mut()
         .insert("authorization", http::HeaderValue::from_static("Bearer x"));
-    let retry = axum_support::send(server.addr, retry).await.expect("retry");
+    let retry = support::send(server.addr, retry).await.expect("retry");
     assert_eq!(retry.status, StatusCode::CREATED, "the handler ran again");
     assert!(!retry.replayed());
 }

@@ -1,5 +1,6 @@
 //! Re-entry under adversarial use (issue 12, defects 5, 9 and 10), each
-//! scenario run on the in-memory backend and on a real Redis:
+//! scenario run on the in-memory backend and on a real Redis (the cases
+//! of a case list):
 //! - a lost or released lock cannot be re-entered, and views of it that
 //!   escaped their scope say it is not held;
 //! - concurrent re-entries in one task (`join!`, `join_all`) take turns;
@@ -11,25 +12,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{LockClient, LockError, LostReason, OnLost, current_lock, distributed_lock};
-use redlock_tests::RedisServer;
+use redlock_tests::Backend;
+use rstest::rstest;
 
-/// The backends every scenario runs on: memory, and one Redis (kept alive
-/// by the returned server).
-async fn backends() -> (Option<RedisServer>, Vec<(&'static str, LockClient)>) {
-    let server = RedisServer::start().await;
-    let redis = LockClient::connect(server.url())
-        .await
-        .expect("connect to the test Redis");
-    (
-        Some(server),
-        vec![("memory", LockClient::in_memory()), ("redis", redis)],
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_lock_cannot_be_reentered() {
-    let (_server, clients) = backends().await;
-    for (name, locks) in clients {
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
+    // On two worker threads and the real clock, memory too.
+    backend.run_threaded(|b| async move {
+        let (name, locks) = (b.name(), b.client().await);
         let other = locks.clone();
         let outcome = locks
             .lock("lost-reentry")
@@ -75,13 +67,16 @@ async fn a_lost_lock_cannot_be_reentered() {
                 "{name}: {err:?}"
             );
         }
-    }
+    });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn escaped_guards_and_current_locks_say_not_held_after_the_release() {
-    let (_server, clients) = backends().await;
-    for (name, locks) in clients {
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+fn escaped_guards_and_current_locks_say_not_held_after_the_release(#[case] backend: Backend) {
+    // On two worker threads and the real clock, memory too.
+    backend.run_threaded(|b| async move {
+        let (name, locks) = (b.name(), b.client().await);
         let (guard, current) = locks
             .lock("escaped")
             .ttl(Duration::from_secs(30))
@@ -104,7 +99,7 @@ async fn escaped_guards_and_current_locks_say_not_held_after_the_release() {
         // The key is free for others.
         let next = locks.lock("escaped").acquire().await.expect("free again");
         next.release().await.expect("release");
-    }
+    });
 }
 
 /// Runs `n` re-entries of `key` at once inside a scope holding it, each
@@ -141,10 +136,13 @@ async fn concurrent_reentries(locks: &LockClient, n: usize, wait: Duration) -> (
     (ran, most.load(Ordering::SeqCst))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_reentries_in_one_task_take_turns() {
-    let (_server, clients) = backends().await;
-    for (name, locks) in clients {
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+fn concurrent_reentries_in_one_task_take_turns(#[case] backend: Backend) {
+    // On two worker threads and the real clock, memory too.
+    backend.run_threaded(|b| async move {
+        let (name, locks) = (b.name(), b.client().await);
         let (ran, most) = concurrent_reentries(&locks, 6, Duration::from_secs(5)).await;
         assert_eq!(
             (ran, most),
@@ -157,7 +155,7 @@ async fn concurrent_reentries_in_one_task_take_turns() {
             (1..6).contains(&ran),
             "{name}: without a wait the others are busy ({ran} ran)"
         );
-    }
+    });
 }
 
 // Eight levels of annotated functions, as a handler -> service -> repository
@@ -216,30 +214,31 @@ fn nested_runs(
     })
 }
 
-#[test]
-fn eight_nested_locked_levels_run_on_a_default_worker() {
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+fn eight_nested_locked_levels_run_on_a_default_worker(#[case] backend: Backend) {
     // A default multi-thread runtime: 2 MiB worker stacks. Before the fix,
     // four levels overflowed one in release and two in debug.
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (_server, clients) = backends().await;
-        for (name, locks) in clients {
-            let task = tokio::spawn({
-                let locks = locks.clone();
-                async move { level1(&locks).await }
-            });
-            assert_eq!(
-                task.await.expect("no stack overflow").expect("locked"),
-                9,
-                "{name}"
-            );
-            let task = tokio::spawn(nested_runs(locks.clone(), 8));
-            assert_eq!(
-                task.await.expect("no stack overflow").expect("locked"),
-                9,
-                "{name}"
-            );
-        }
+        let b = backend.start().await;
+        let (name, locks) = (b.name(), b.client().await);
+        let task = tokio::spawn({
+            let locks = locks.clone();
+            async move { level1(&locks).await }
+        });
+        assert_eq!(
+            task.await.expect("no stack overflow").expect("locked"),
+            9,
+            "{name}"
+        );
+        let task = tokio::spawn(nested_runs(locks.clone(), 8));
+        assert_eq!(
+            task.await.expect("no stack overflow").expect("locked"),
+            9,
+            "{name}"
+        );
     });
 }
 

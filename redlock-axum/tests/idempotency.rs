@@ -1,10 +1,13 @@
 //! The idempotency layer (`redlock-axum`) end to end: real HTTP on loopback
-//! ports, records in a `redis-server` started by the harness.
+//! ports, records in a `redis-server` started by the harness or in memory.
+//! Each scenario that behaves the same on both runs over both (the cases of
+//! a case list); what only Redis has (outages, what is stored, a bare bb8
+//! pool) is Redis only.
 //!
 //! Handlers are held at a gate (a semaphore) and announce themselves on a
 //! channel, so "while the first request runs" is an event, not a sleep.
 
-mod axum_support;
+mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -18,10 +21,11 @@ use http::StatusCode;
 use redis::AsyncCommands;
 use redlock_axum::{IdempotencyContext, IdempotencyLayer};
 use redlock_runtime::LockClient;
-use redlock_tests::RedisServer;
+use redlock_tests::{Backend, RedisServer, Started};
+use rstest::rstest;
 use tokio::io::AsyncWriteExt;
 
-use axum_support::{Probe, Reply, post_ok, raw_redis, send, serve};
+use support::{Probe, Reply, post_ok, raw_redis, send, serve};
 
 /// The authenticated user, as an auth layer would put it in extensions.
 #[derive(Clone)]
@@ -40,7 +44,8 @@ async fn fake_auth(mut req: Request, next: Next) -> Response {
 }
 
 /// Counts its runs and holds at the probe's gate; `x-behave` picks what it
-/// answers: `fail` (500), `panic`, `big` (a 4 KiB body), else 201 with JSON.
+/// answers: `fail` (500), `unavailable` (503), `panic`, `big` (a 4 KiB
+/// body), else 201 with JSON.
 async fn create_order(
     State(probe): State<Probe>,
     Extension(user): Extension<User>,
@@ -65,6 +70,7 @@ async fn create_order(
             "database down",
         )
             .into_response(),
+        "unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "try later").into_response(),
         "panic" => panic!("the handler panics (on purpose)"),
         "big" => (StatusCode::OK, "x".repeat(4096)).into_response(),
         _ => (
@@ -105,6 +111,26 @@ fn layer(locks: &LockClient) -> IdempotencyLayer {
     })
 }
 
+/// [`setup`] on any backend: the layer over a client of `backend`.
+async fn setup_on(
+    backend: Backend,
+    gated: bool,
+    configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
+) -> (
+    Started,
+    LockClient,
+    Probe,
+    support::ProbeEvents,
+    support::Server,
+) {
+    let b = backend.start().await;
+    let locks = b.client().await;
+    let (probe, events) = Probe::new(gated);
+    let server = serve(app(probe.clone(), configure(layer(&locks)))).await;
+    (b, locks, probe, events, server)
+}
+
+/// The layer over a client of its own Redis, the app serving it.
 async fn setup(
     gated: bool,
     configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
@@ -112,8 +138,8 @@ async fn setup(
     RedisServer,
     LockClient,
     Probe,
-    axum_support::ProbeEvents,
-    axum_support::Server,
+    support::ProbeEvents,
+    support::Server,
 ) {
     let redis = RedisServer::start().await;
     let locks = LockClient::connect(redis.url())
@@ -142,9 +168,14 @@ fn assert_problem(reply: &Reply, status: StatusCode) -> serde_json::Value {
     problem
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409() {
-    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409(
+    #[case] backend: Backend,
+) {
+    let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
     let addr = server.addr;
     let first =
         tokio::spawn(async move { post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"A"}"#).await });
@@ -167,17 +198,28 @@ async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_ge
         (1..=30).contains(&retry_after),
         "Retry-After {retry_after} from a 30 s lease"
     );
+    // The key with another request while the first runs: a mismatch.
+    let other = post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"B"}"#).await;
+    assert_problem(&other, StatusCode::UNPROCESSABLE_ENTITY);
 
     probe.open(1);
     let first = first.await.expect("first request");
     assert_eq!(first.status, StatusCode::CREATED);
     assert!(!first.replayed());
     assert_eq!(probe.runs(), 1);
+    // Once it finished, the same request gets its response replayed.
+    let retry = post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"A"}"#).await;
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sequential_retry_gets_the_stored_response_replayed() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
     let first = post_ok(
         server.addr,
         "/orders",
@@ -215,9 +257,12 @@ async fn a_sequential_retry_gets_the_stored_response_replayed() {
     assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_key_with_a_different_body_is_422() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
     let first = post_ok(
         server.addr,
         "/orders",
@@ -237,9 +282,12 @@ async fn the_same_key_with_a_different_body_is_422() {
     assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_empty_non_ascii_and_overlong_keys_are_400() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
+async fn malformed_empty_non_ascii_and_overlong_keys_are_400(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
     let long = "k".repeat(300);
     let bad: [&[u8]; 7] = [
         b"\"unterminated",
@@ -253,7 +301,7 @@ async fn malformed_empty_non_ascii_and_overlong_keys_are_400() {
     for key in bad {
         let reply = send(
             server.addr,
-            axum_support::post(server.addr, "/orders", Some(key), "{}"),
+            support::post(server.addr, "/orders", Some(key), "{}"),
         )
         .await
         .expect("response");
@@ -268,12 +316,15 @@ async fn malformed_empty_non_ascii_and_overlong_keys_are_400() {
     assert_eq!(probe.runs(), 0, "no bad key reaches the handler");
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_scopes_with_the_same_key_do_not_see_each_other() {
-    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+async fn two_scopes_with_the_same_key_do_not_see_each_other(#[case] backend: Backend) {
+    let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
     let addr = server.addr;
     let as_user = |user: &'static str| {
-        let mut req = axum_support::post(addr, "/orders", Some(b"shared-key"), r#"{"sku":"D"}"#);
+        let mut req = support::post(addr, "/orders", Some(b"shared-key"), r#"{"sku":"D"}"#);
         req.headers_mut()
             .insert("x-user", http::HeaderValue::from_static(user));
         req
@@ -299,10 +350,13 @@ async fn two_scopes_with_the_same_key_do_not_see_each_other() {
     assert_eq!(probe.runs(), 2);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_500_releases_the_key_and_the_retry_runs_again() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l).await;
-    let mut failing = axum_support::post(server.addr, "/orders", Some(b"k-500"), "{}");
+async fn a_500_or_503_releases_the_key_and_the_retry_runs_again(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
+    let mut failing = support::post(server.addr, "/orders", Some(b"k-500"), "{}");
     failing
         .headers_mut()
         .insert("x-behave", http::HeaderValue::from_static("fail"));
@@ -324,12 +378,27 @@ async fn a_500_releases_the_key_and_the_retry_runs_again() {
             .is_some_and(|f| f > failed_fence),
         "a new claim of the key, a higher fencing token than {failed_fence}: {retry:?}"
     );
+
+    // A 503 is not stored either: each try runs the handler.
+    for _ in 0..2 {
+        let mut unavailable = support::post(server.addr, "/orders", Some(b"k-503"), "{}");
+        unavailable
+            .headers_mut()
+            .insert("x-behave", http::HeaderValue::from_static("unavailable"));
+        let reply = send(server.addr, unavailable).await.expect("response");
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!reply.replayed());
+    }
+    assert_eq!(probe.runs(), 4);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_handler_releases_its_key() {
-    let (redis, _locks, probe, _events, server) = setup(false, |l| l).await;
-    let mut panicking = axum_support::post(server.addr, "/orders", Some(b"k-panic"), "{}");
+async fn a_panicking_handler_releases_its_key(#[case] backend: Backend) {
+    let (b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
+    let mut panicking = support::post(server.addr, "/orders", Some(b"k-panic"), "{}");
     panicking
         .headers_mut()
         .insert("x-behave", http::HeaderValue::from_static("panic"));
@@ -338,23 +407,29 @@ async fn a_panicking_handler_releases_its_key() {
     assert!(outcome.is_err(), "a panic gives no response: {outcome:?}");
 
     // Released before the panic reached the server: nothing left in Redis.
-    let mut raw = raw_redis(&redis.url()).await;
-    let left: Vec<String> = raw.keys("idem:*").await.expect("KEYS");
-    assert!(
-        left.iter().all(|k| k.ends_with(":fence")),
-        "records left: {left:?}"
-    );
+    for server in b.servers() {
+        let mut raw = raw_redis(&server.url()).await;
+        let left: Vec<String> = raw.keys("idem:*").await.expect("KEYS");
+        assert!(
+            left.iter().all(|k| k.ends_with(":fence")),
+            "records left: {left:?}"
+        );
+    }
 
     let retry = post_ok(server.addr, "/orders", Some("k-panic"), "{}").await;
     assert_eq!(retry.status, StatusCode::CREATED);
     assert_eq!(probe.runs(), 2);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_oversized_response_is_delivered_once_and_then_not_replayable() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l.store_limit(1024)).await;
+async fn an_oversized_response_is_delivered_once_and_then_not_replayable(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) =
+        setup_on(backend, false, |l| l.store_limit(1024)).await;
     let big = || {
-        let mut req = axum_support::post(server.addr, "/orders", Some(b"k-big"), "{}");
+        let mut req = support::post(server.addr, "/orders", Some(b"k-big"), "{}");
         req.headers_mut()
             .insert("x-behave", http::HeaderValue::from_static("big"));
         req
@@ -375,12 +450,17 @@ async fn an_oversized_response_is_delivered_once_and_then_not_replayable() {
     assert_eq!(probe.runs(), 1, "never run again");
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_disconnect_does_not_stop_the_handler_and_the_retry_is_replayed() {
+async fn a_client_disconnect_does_not_stop_the_handler_and_the_retry_is_replayed(
+    #[case] backend: Backend,
+) {
     // The retry waits for the result: it may arrive before the finished
     // handler's response is stored.
-    let (_redis, _locks, probe, mut events, server) =
-        setup(true, |l| l.wait_for_result(Duration::from_secs(5))).await;
+    let (_b, _locks, probe, mut events, server) =
+        setup_on(backend, true, |l| l.wait_for_result(Duration::from_secs(5))).await;
     let body = r#"{"sku":"E"}"#;
     let mut stream = tokio::net::TcpStream::connect(server.addr)
         .await
@@ -506,9 +586,12 @@ async fn fail_open_lets_requests_through_while_redis_is_paused() {
     assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once() {
-    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l).await;
+async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] backend: Backend) {
+    let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
     let addr = server.addr;
     let mut replies = futures_util::stream::FuturesUnordered::new();
     for _ in 0..100 {
@@ -531,10 +614,13 @@ async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once() {
     assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
-    let (redis, _locks, probe, mut events, server) =
-        setup(true, |l| l.wait_for_result(Duration::from_secs(5))).await;
+async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case] backend: Backend) {
+    let (b, _locks, probe, mut events, server) =
+        setup_on(backend, true, |l| l.wait_for_result(Duration::from_secs(5))).await;
     let addr = server.addr;
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await });
     events.started().await;
@@ -543,24 +629,29 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
     let more: Vec<_> = (0..3)
         .map(|_| tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await }))
         .collect();
-    // The duplicate subscribes to the record's channel while it waits.
-    let mut raw = raw_redis(&redis.url()).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .arg("idem:*")
-            .query_async(&mut raw)
-            .await
-            .expect("PUBSUB CHANNELS");
-        if !channels.is_empty() {
-            break;
+    // On Redis, the duplicate subscribes to the record's channel while it
+    // waits. (In memory it waits on the record itself, which nothing
+    // outside shows: it may come in after the completion, and is replayed
+    // as well.)
+    for server in b.servers() {
+        let mut raw = raw_redis(&server.url()).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg("idem:*")
+                .query_async(&mut raw)
+                .await
+                .expect("PUBSUB CHANNELS");
+            if !channels.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the duplicate never waited on the record"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the duplicate never waited on the record"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let opened = Instant::now();
     probe.open(1);
@@ -583,10 +674,15 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate() {
     assert_eq!(probe.runs(), 1);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_are_optional_required_or_derived_and_other_methods_pass_through() {
-    let redis = RedisServer::start().await;
-    let locks = LockClient::connect(redis.url()).await.expect("connect");
+async fn keys_are_optional_required_or_derived_and_other_methods_pass_through(
+    #[case] backend: Backend,
+) {
+    let b = backend.start().await;
+    let locks = b.client().await;
     let (probe, _events) = Probe::new(false);
     let optional = serve(app(probe.clone(), layer(&locks))).await;
     let required = serve(app(probe.clone(), layer(&locks).required())).await;
@@ -667,9 +763,12 @@ async fn records_share_one_hash_tag_and_store_no_raw_key() {
     assert!(ttl > 23 * 3600 * 1000, "kept 24 h, pttl {ttl}");
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_body_over_the_limit_is_413() {
-    let (_redis, _locks, probe, _events, server) = setup(false, |l| l.body_limit(64)).await;
+async fn a_request_body_over_the_limit_is_413(#[case] backend: Backend) {
+    let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l.body_limit(64)).await;
     let r = post_ok(server.addr, "/orders", Some("k-413"), &"x".repeat(65)).await;
     assert_problem(&r, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(probe.runs(), 0);
@@ -677,10 +776,15 @@ async fn a_request_body_over_the_limit_is_413() {
     assert_eq!(r.status, StatusCode::CREATED);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable() {
-    let redis = RedisServer::start().await;
-    let locks = LockClient::connect(redis.url()).await.expect("connect");
+async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable(
+    #[case] backend: Backend,
+) {
+    let b = backend.start().await;
+    let locks = b.client().await;
     let (probe, _events) = Probe::new(false);
     let layer = layer(&locks)
         .header(http::HeaderName::from_static("x-request-key"))
@@ -754,10 +858,13 @@ async fn header_methods_store_policy_mismatch_status_and_rejections_are_configur
     assert_eq!(probe.runs(), 5);
 }
 
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed() {
+async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed(#[case] backend: Backend) {
     let lease = Duration::from_millis(300);
-    let (_redis, _locks, probe, mut events, server) = setup(true, |l| l.lease(lease)).await;
+    let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l.lease(lease)).await;
     let addr = server.addr;
     let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-long"), "{}").await });
     events.started().await;

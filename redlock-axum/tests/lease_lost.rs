@@ -5,7 +5,7 @@
 //!
 //! A test binary of its own: it installs a global `tracing` subscriber.
 
-mod axum_support;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use redlock_axum::IdempotencyLayer;
 use redlock_runtime::LockClient;
 use redlock_tests::RedisServer;
 
-use axum_support::{Probe, post_ok, raw_redis, serve};
+use support::{Probe, post_ok, raw_redis, serve};
 
 /// Collects everything the `tracing` subscriber writes.
 #[derive(Clone, Default)]

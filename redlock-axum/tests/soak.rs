@@ -1,0 +1,156 @@
+//! The standing adversarial soak (issue 12) for the idempotency layer:
+//! random faults and random cancellations together, bounded in time. The
+//! lock runtime's soak, on every topology, is redlock-runtime's
+//! `tests/soak.rs`.
+//!
+//! Run with `--nocapture` to see the figures.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::routing::post;
+use axum::{Extension, Router};
+use redlock_axum::{IdempotencyContext, IdempotencyLayer};
+use redlock_runtime::{LockClient, RetryPolicy};
+use redlock_tests::http::{send, serve};
+use redlock_tests::{FaultProxy, FencedStore, RedisServer};
+
+const SOAK: Duration = Duration::from_secs(10);
+
+/// A soak client: short timeouts, a quick retry.
+fn client(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .command_timeout(Duration::from_millis(300))
+        .connection_timeout(Duration::from_millis(300))
+        .retry(RetryPolicy::new(
+            Duration::from_millis(2),
+            Duration::from_millis(50),
+        ))
+        .build_unchecked()
+        .expect("client")
+}
+
+/// Pauses `server` for a random while (50 ms up to `max_ms`), then resumes it.
+async fn pause_for(server: &RedisServer, rng: &mut fastrand::Rng, max_ms: u64) {
+    server.pause();
+    tokio::time::sleep(Duration::from_millis(rng.u64(50..max_ms))).await;
+    server.resume();
+}
+
+/// Idempotent requests under the same treatment: two servers share a Redis
+/// behind a faulty proxy; clients send requests on a few keys and cut them
+/// short at random (the connection is dropped); each handler run writes to
+/// a fenced store per key with the claim's fencing token at its start and
+/// its end. A lease that runs out lets a retry run the handler again (by
+/// design), and then the store must refuse the older run's late write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_idempotent_requests() {
+    type Stores = Arc<Mutex<HashMap<String, FencedStore>>>;
+    let mut server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let stores: Stores = Arc::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut apps = Vec::new();
+    for _ in 0..2 {
+        let locks = client(&proxy.url());
+        let (stores, runs) = (Arc::clone(&stores), Arc::clone(&runs));
+        let layer = IdempotencyLayer::global(&locks)
+            .lease(Duration::from_millis(600))
+            .retention(Duration::from_secs(2));
+        let app = Router::new()
+            .route(
+                "/pay",
+                post(
+                    move |Extension(idem): Extension<IdempotencyContext>, body: String| {
+                        let (stores, runs) = (Arc::clone(&stores), Arc::clone(&runs));
+                        async move {
+                            let id = runs.fetch_add(1, Ordering::Relaxed);
+                            let token = idem.fencing_token();
+                            let write = |stores: &Stores| {
+                                stores
+                                    .lock()
+                                    .expect("stores")
+                                    .entry(body.clone())
+                                    .or_default()
+                                    .write(token, id);
+                            };
+                            write(&stores);
+                            let work = fastrand::u64(0..300);
+                            tokio::time::sleep(Duration::from_millis(work)).await;
+                            write(&stores);
+                            "paid"
+                        }
+                    },
+                ),
+            )
+            .layer(layer);
+        apps.push(serve(app).await);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let cancellations = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for c in 0..6u64 {
+        let addrs: Vec<_> = apps.iter().map(|a| a.addr).collect();
+        let (stop, cancellations) = (Arc::clone(&stop), Arc::clone(&cancellations));
+        clients.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(500 + c);
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("pay-{}", rng.u8(0..12));
+                let addr = addrs[rng.usize(..addrs.len())];
+                let request = redlock_tests::http::post(
+                    addr,
+                    "/pay",
+                    Some(format!("\"{key}\"").as_bytes()),
+                    &key,
+                );
+                let cut = Duration::from_millis(rng.u64(1..400));
+                if tokio::time::timeout(cut, send(addr, request))
+                    .await
+                    .is_err()
+                {
+                    cancellations.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(55);
+    let mut faults = 0;
+    while started.elapsed() < SOAK {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..4) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
+            1 => proxy.cut_all(),
+            2 => pause_for(&server, &mut rng, 900).await,
+            _ => server.restart().await,
+        }
+        faults += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in clients {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("clients stop")
+            .expect("no panic");
+    }
+    let stores = stores.lock().expect("stores");
+    let (accepted, rejected, stale) = stores.values().fold((0, 0, 0), |(a, r, s), st| {
+        (a + st.accepted, r + st.rejected, s + st.stale_accepted)
+    });
+    let cancellations = cancellations.load(Ordering::Relaxed);
+    println!(
+        "soak idempotent requests {SOAK:?}: faults {faults}, cancelled requests {cancellations}, \
+         handler runs {}; fenced stores: {accepted} accepted, {rejected} rejected, stale \
+         accepted {stale}",
+        runs.load(Ordering::Relaxed)
+    );
+    assert!(
+        faults >= 10 && cancellations >= 10,
+        "faults {faults}, cancellations {cancellations}"
+    );
+    assert!(runs.load(Ordering::Relaxed) >= 12, "the handlers ran");
+    assert_eq!(stale, 0, "a stale handler run's write was accepted");
+}

@@ -1,0 +1,198 @@
+//! One scenario, every backend: the cases of a case list.
+
+use std::future::Future;
+use std::time::Duration;
+
+use redlock_runtime::LockClient;
+
+use crate::RedisServer;
+
+/// How many nodes a [`Backend::Redlock`] case starts.
+pub const REDLOCK_NODES: usize = 3;
+
+/// A lock backend a scenario runs on: one case of an `rstest` case list,
+/// so a new backend is a new case, not a new file.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_tests::Backend;
+///
+/// // In a suite: #[rstest] #[case::memory(Backend::Memory)]
+/// // #[case::redis(Backend::Redis)] fn scenario(#[case] backend: Backend)
+/// fn scenario(backend: Backend) {
+///     backend.run(|b| async move {
+///         let locks = b.client().await;
+///         let guard = locks.lock("k").acquire().await.expect("free");
+///         assert!(locks.lock("k").try_acquire().await.expect("ok").is_none());
+///         guard.release().await.expect("release");
+///     });
+/// }
+///
+/// scenario(Backend::Memory);
+/// scenario(Backend::Redis);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// [`LockClient::in_memory`]; under [`Backend::run`], on tokio's paused
+    /// clock, so its times are exact.
+    Memory,
+    /// One `redis-server`.
+    Redis,
+    /// Redlock over [`REDLOCK_NODES`] independent `redis-server`s.
+    Redlock,
+}
+
+impl Backend {
+    /// The case's name, for assertion messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Redis => "redis",
+            Backend::Redlock => "redlock",
+        }
+    }
+
+    /// Runs `test` on a runtime of its own, with this backend started:
+    /// [`Backend::Memory`] on a current-thread runtime with a paused clock
+    /// (time passes only when every task waits, so durations are exact),
+    /// the Redis backends on two worker threads and the real clock. The
+    /// servers stop when `test` returns or panics.
+    ///
+    /// # Panics
+    /// When the runtime cannot be built, a server does not start, or
+    /// `test` panics.
+    pub fn run<F, Fut>(self, test: F)
+    where
+        F: FnOnce(Started) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let paused = self == Backend::Memory;
+        self.run_on(paused, test);
+    }
+
+    /// Like [`Backend::run`], but every backend on two worker threads and
+    /// the real clock: for scenarios about tasks running in parallel.
+    ///
+    /// # Panics
+    /// As [`Backend::run`].
+    pub fn run_threaded<F, Fut>(self, test: F)
+    where
+        F: FnOnce(Started) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        self.run_on(false, test);
+    }
+
+    fn run_on<F, Fut>(self, paused: bool, test: F)
+    where
+        F: FnOnce(Started) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let runtime = if paused {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+        }
+        .expect("a tokio runtime");
+        runtime.block_on(async move {
+            let started = self.start_with(paused).await;
+            test(started).await;
+        });
+    }
+
+    /// Starts this backend in the current runtime (whose clock must not be
+    /// paused when the backend has servers): for a case inside a
+    /// `#[tokio::test]`.
+    ///
+    /// # Panics
+    /// When a server does not start.
+    pub async fn start(self) -> Started {
+        self.start_with(false).await
+    }
+
+    async fn start_with(self, paused: bool) -> Started {
+        let nodes = match self {
+            Backend::Memory => 0,
+            Backend::Redis => 1,
+            Backend::Redlock => REDLOCK_NODES,
+        };
+        let mut servers = Vec::with_capacity(nodes);
+        for _ in 0..nodes {
+            servers.push(RedisServer::start().await);
+        }
+        Started {
+            backend: self,
+            servers,
+            memory: (self == Backend::Memory).then(LockClient::in_memory),
+            paused,
+        }
+    }
+}
+
+/// A started [`Backend`]: its servers (if any) run until it is dropped.
+#[derive(Debug)]
+pub struct Started {
+    backend: Backend,
+    servers: Vec<RedisServer>,
+    /// The one in-memory store every client of a memory case shares.
+    memory: Option<LockClient>,
+    paused: bool,
+}
+
+impl Started {
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The case's name, for assertion messages.
+    pub fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// A new client of this backend, with default settings: another "node"
+    /// of the service (its own connections). Memory clients all share one
+    /// store, as nodes share a Redis.
+    ///
+    /// # Panics
+    /// When the servers do not answer.
+    pub async fn client(&self) -> LockClient {
+        match self.backend {
+            Backend::Memory => self.memory.clone().expect("a memory case has a store"),
+            Backend::Redis => LockClient::connect(self.servers[0].url())
+                .await
+                .expect("connect to the test Redis"),
+            Backend::Redlock => LockClient::redlock(self.urls())
+                .await
+                .expect("connect to the test Redlock nodes"),
+        }
+    }
+
+    /// The servers of this case: none for memory, one for Redis, every
+    /// node for Redlock.
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
+    /// The URLs of [`Started::servers`].
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(RedisServer::url).collect()
+    }
+
+    /// How late an event may come in a timing assertion: nothing on the
+    /// paused clock (it fires exactly when due), 100 ms on the real clock
+    /// (round trips and scheduling on a loaded machine).
+    pub fn slack(&self) -> Duration {
+        if self.paused {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        }
+    }
+}
