@@ -545,3 +545,57 @@ async fn a_token_from_a_node_whose_clock_runs_ahead_is_spread_by_the_release() {
     proxy_c.blackhole(false);
     assert_increasing(&[all, next].concat());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_claim_dropped_mid_flight_is_given_back() {
+    // The idempotency layer's claims go through the runtime like acquires:
+    // one cut short after its script ran leaves no record in progress.
+    use redlock_runtime::__private::record::{Claimed, RecordKeys, Records};
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let records = Records::new(&one_connection(&proxy.url()).await);
+    let keys = |name: &str| {
+        let record = format!("idem:{{{name}}}");
+        RecordKeys::new(name.to_owned(), record.clone(), format!("{record}:fence"))
+    };
+    let claim = |keys: RecordKeys| {
+        let records = records.clone();
+        async move {
+            records
+                .claim(
+                    &keys,
+                    "fingerprint",
+                    Duration::from_secs(10),
+                    Duration::from_secs(60),
+                    Duration::from_secs(2),
+                )
+                .await
+        }
+    };
+    // Warm-up: the claim and release scripts in Redis's cache.
+    match claim(keys("warm-up")).await.expect("warm-up claim") {
+        Claimed::Claimed(lease) => {
+            assert!(
+                lease
+                    .release(Duration::from_secs(1))
+                    .await
+                    .expect("release")
+            );
+        }
+        other => panic!("a free record: {other:?}"),
+    }
+    proxy.set_latency(Duration::from_millis(200));
+    // The script reaches Redis at ~200 ms; its answer would come at ~400 ms.
+    let dropped = tokio::time::timeout(Duration::from_millis(300), claim(keys("order"))).await;
+    assert!(dropped.is_err(), "the claim was cut short");
+    let gone = gone_within(
+        &server.url(),
+        "idem:{order}",
+        GIVE_BACK_WINDOW + Duration::from_millis(400),
+    )
+    .await;
+    assert!(
+        gone.is_some(),
+        "the abandoned claim left its record in progress"
+    );
+}
