@@ -49,7 +49,9 @@ pub enum IdempotencyRejection {
     /// `409`: a request with this key is still being processed. Retry after
     /// `Retry-After` seconds.
     Processing {
-        /// What is left of the first request's lease.
+        /// When to retry: what is left of the first request's lease, at
+        /// most the layer's
+        /// [`retry_hint`](crate::IdempotencyLayer::retry_hint) (1 s).
         retry_after: Duration,
     },
     /// `422` (configurable): the key was used before with a different

@@ -168,6 +168,45 @@ fn assert_problem(reply: &Reply, status: StatusCode) -> serde_json::Value {
     problem
 }
 
+/// The `Retry-After` of a `409` sent while the handler behind `layer` runs.
+async fn retry_after_while_running(
+    backend: Backend,
+    configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
+) -> u64 {
+    let (_b, _locks, probe, mut events, server) = setup_on(backend, true, configure).await;
+    let addr = server.addr;
+    let first =
+        tokio::spawn(async move { post_ok(addr, "/orders", Some("k-r"), r#"{"sku":"A"}"#).await });
+    events.started().await;
+    let second = post_ok(addr, "/orders", Some("k-r"), r#"{"sku":"A"}"#).await;
+    assert_problem(&second, StatusCode::CONFLICT);
+    probe.open(1);
+    assert_eq!(first.await.expect("first").status, StatusCode::CREATED);
+    second
+        .header("retry-after")
+        .expect("Retry-After on 409")
+        .parse()
+        .expect("Retry-After in seconds")
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] backend: Backend) {
+    let hinted = retry_after_while_running(backend, |l| l.retry_hint(Duration::from_secs(5))).await;
+    assert_eq!(hinted, 5, "the configured hint");
+    let capped = retry_after_while_running(backend, |l| {
+        l.retry_hint(Duration::from_secs(60))
+            .lease(Duration::from_secs(3))
+    })
+    .await;
+    assert!(
+        (1..=3).contains(&capped),
+        "a hint longer than the lease left is cut to it: {capped}"
+    );
+}
+
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
@@ -194,9 +233,9 @@ async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_ge
         .expect("Retry-After on 409")
         .parse()
         .expect("Retry-After in seconds");
-    assert!(
-        (1..=30).contains(&retry_after),
-        "Retry-After {retry_after} from a 30 s lease"
+    assert_eq!(
+        retry_after, 1,
+        "Retry-After is the 1 s hint, not the 30 s lease left"
     );
     // The key with another request while the first runs: a mismatch.
     let other = post_ok(addr, "/orders", Some("k-1"), r#"{"sku":"B"}"#).await;

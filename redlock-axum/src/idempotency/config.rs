@@ -77,6 +77,8 @@ pub(crate) struct Config {
     pub(crate) retention: Duration,
     pub(crate) fail_open: bool,
     pub(crate) wait: Option<Duration>,
+    /// The most a `409`'s `Retry-After` asks a client to wait.
+    pub(crate) retry_hint: Duration,
     pub(crate) mismatch_status: StatusCode,
     pub(crate) store_if: StatusFn,
     pub(crate) replay_headers: Vec<HeaderName>,
@@ -136,6 +138,7 @@ impl fmt::Debug for Config {
             .field("retention", &self.retention)
             .field("fail_open", &self.fail_open)
             .field("wait_for_result", &self.wait)
+            .field("retry_hint", &self.retry_hint)
             .field("mismatch_status", &self.mismatch_status)
             .field("replay_headers", &self.replay_headers)
             .field("key_prefix", &self.key_prefix)

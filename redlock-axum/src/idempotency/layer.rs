@@ -99,6 +99,7 @@ impl IdempotencyLayer {
                 retention: Duration::from_secs(24 * 3600),
                 fail_open: false,
                 wait: None,
+                retry_hint: Duration::from_secs(1),
                 mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
                 store_if: Arc::new(default_store_policy),
                 replay_headers: DEFAULT_REPLAY_HEADERS
@@ -204,6 +205,17 @@ impl IdempotencyLayer {
     /// answering `503` ([`IdempotencyRejection::Unavailable`]), the default.
     pub fn fail_open(mut self) -> Self {
         self.config.fail_open = true;
+        self
+    }
+
+    /// The `Retry-After` of a `409` for a request still being processed:
+    /// the smaller of this hint and what is left of the first request's
+    /// lease. The lease (30 s) only bounds a crashed server; a handler
+    /// usually answers in far less, so clients are told to come back soon
+    /// rather than in 30 s. Set it near your handlers' usual time.
+    /// Defaults to 1 s (`Retry-After` counts whole seconds, so at least 1).
+    pub fn retry_hint(mut self, hint: Duration) -> Self {
+        self.config.retry_hint = hint;
         self
     }
 

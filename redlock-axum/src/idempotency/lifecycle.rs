@@ -163,7 +163,7 @@ impl Claimed {
             Claim::Processing { lease_left } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "duplicate while the first request runs: 409");
                 Ok(config.reject(IdempotencyRejection::Processing {
-                    retry_after: lease_left,
+                    retry_after: lease_left.min(config.retry_hint),
                 }))
             }
             Claim::Mismatch => {

@@ -47,7 +47,9 @@
 //! | release | in progress -> absent | owner |
 //!
 //! - **In progress**: a duplicate gets `409 Conflict`, a problem body whose
-//!   `detail` says "processing", `Retry-After` from the remaining lease and
+//!   `detail` says "processing", `Retry-After` from
+//!   [`retry_hint`](crate::IdempotencyLayer::retry_hint) (1 s, at most the
+//!   lease left) and
 //!   `Cache-Control: no-store`; or, with
 //!   [`wait_for_result`](crate::IdempotencyLayer::wait_for_result), it waits for
 //!   the result. The lease (30 s, [`lease`](crate::IdempotencyLayer::lease)) is
