@@ -5,6 +5,7 @@
 //! offending token.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Expr, LitBool, LitStr, Path, Token};
@@ -74,10 +75,10 @@ pub(crate) enum OnLost {
 /// The checked arguments. Fields left `None` take the runtime's defaults.
 pub(crate) struct LockArgs {
     pub(crate) key: Option<KeyTemplate>,
-    pub(crate) ttl: Option<Millis>,
-    pub(crate) wait: Option<Millis>,
+    pub(crate) ttl: Option<DurationArg>,
+    pub(crate) wait: Option<DurationArg>,
     pub(crate) on_busy: OnBusy,
-    pub(crate) hold_at_least: Option<Millis>,
+    pub(crate) hold_at_least: Option<DurationArg>,
     pub(crate) renew: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) fair: bool,
@@ -124,10 +125,10 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
                 Ok(key) => out.key = Some(key),
                 Err(e) => cx.push(e),
             },
-            Opt::Ttl(lit) => out.ttl = duration::ttl(&lit).map_err(|e| cx.push(e)).ok(),
-            Opt::Wait(lit) => out.wait = duration::wait(&lit).map_err(|e| cx.push(e)).ok(),
-            Opt::HoldAtLeast(lit) => {
-                out.hold_at_least = duration::hold_at_least(&lit).map_err(|e| cx.push(e)).ok();
+            Opt::Ttl(input) => out.ttl = input.check(duration::ttl, cx),
+            Opt::Wait(input) => out.wait = input.check(duration::wait, cx),
+            Opt::HoldAtLeast(input) => {
+                out.hold_at_least = input.check(duration::hold_at_least, cx);
             }
             Opt::OnBusy(lit) => match lit.value().as_str() {
                 "error" => out.on_busy = OnBusy::Error,
@@ -179,12 +180,82 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
     out
 }
 
+/// A duration option as written: a literal, checked now, or an expression
+/// of type `Duration`, checked by the compiler and (its range) at run time.
+enum DurationInput {
+    Lit(LitStr),
+    Expr(Expr),
+}
+
+/// A duration option, checked.
+pub(crate) enum DurationArg {
+    /// A literal's value.
+    Const(Millis),
+    /// An expression the function evaluates on each call.
+    Expr(Expr),
+}
+
+impl DurationInput {
+    fn check(
+        self,
+        literal: fn(&LitStr) -> syn::Result<Millis>,
+        cx: &mut Ctxt,
+    ) -> Option<DurationArg> {
+        match self {
+            Self::Lit(lit) => literal(&lit)
+                .map(DurationArg::Const)
+                .map_err(|e| cx.push(e))
+                .ok(),
+            Self::Expr(expr) => Some(DurationArg::Expr(expr)),
+        }
+    }
+
+    fn span(&self) -> Span {
+        match self {
+            Self::Lit(lit) => lit.span(),
+            Self::Expr(expr) => expr.span(),
+        }
+    }
+}
+
+/// `name = "15s"` or `name = <expression of type Duration>`.
+fn duration_value(input: ParseStream<'_>, name: &str) -> syn::Result<DurationInput> {
+    if input.peek2(LitStr) {
+        return Ok(DurationInput::Lit(value(input, name, "\"15s\"")?));
+    }
+    input.parse::<Token![=]>()?;
+    let expr = input.parse::<Expr>();
+    if let Ok(Expr::Lit(syn::ExprLit {
+        lit: lit @ (syn::Lit::Int(_) | syn::Lit::Float(_)),
+        ..
+    })) = &expr
+    {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{name} = {}` has no unit: write a literal such as `{name} = \"15s\"`, or an \
+                 expression of type `Duration`",
+                lit.to_token_stream()
+            ),
+        ));
+    }
+    expr.map(DurationInput::Expr).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!(
+                "`{name}` takes a literal such as `{name} = \"15s\"` or an expression of type \
+                 `Duration` such as `{name} = CONFIG.lock_ttl`"
+            ),
+        )
+    })
+}
+
 enum Opt {
     Key(LitStr),
-    Ttl(LitStr),
-    Wait(LitStr),
+    Ttl(DurationInput),
+    Wait(DurationInput),
     OnBusy(LitStr),
-    HoldAtLeast(LitStr),
+    HoldAtLeast(DurationInput),
     Renew(LitBool),
     OnLost(LitStr),
     Fair(LitBool),
@@ -210,8 +281,8 @@ impl Opt {
 
     fn span(&self) -> Span {
         match self {
-            Opt::Key(l) | Opt::Ttl(l) | Opt::Wait(l) | Opt::OnBusy(l) => l.span(),
-            Opt::HoldAtLeast(l) | Opt::OnLost(l) | Opt::Crate(l) => l.span(),
+            Opt::Key(l) | Opt::OnBusy(l) | Opt::OnLost(l) | Opt::Crate(l) => l.span(),
+            Opt::Ttl(d) | Opt::Wait(d) | Opt::HoldAtLeast(d) => d.span(),
             Opt::Renew(l) | Opt::Fair(l) => l.span,
             Opt::Client(e) => e.span(),
         }
@@ -267,16 +338,16 @@ fn parse_option(input: ParseStream<'_>) -> syn::Result<Opt> {
         Ok(Opt::Key(value(input, "key", "\"order:<order_id>\"")?))
     } else if lookahead.peek(kw::ttl) {
         input.parse::<kw::ttl>()?;
-        Ok(Opt::Ttl(value(input, "ttl", "\"15s\"")?))
+        Ok(Opt::Ttl(duration_value(input, "ttl")?))
     } else if lookahead.peek(kw::wait) {
         input.parse::<kw::wait>()?;
-        Ok(Opt::Wait(value(input, "wait", "\"5s\"")?))
+        Ok(Opt::Wait(duration_value(input, "wait")?))
     } else if lookahead.peek(kw::on_busy) {
         input.parse::<kw::on_busy>()?;
         Ok(Opt::OnBusy(value(input, "on_busy", "\"skip\"")?))
     } else if lookahead.peek(kw::hold_at_least) {
         input.parse::<kw::hold_at_least>()?;
-        Ok(Opt::HoldAtLeast(value(input, "hold_at_least", "\"30s\"")?))
+        Ok(Opt::HoldAtLeast(duration_value(input, "hold_at_least")?))
     } else if lookahead.peek(kw::renew) {
         input.parse::<kw::renew>()?;
         Ok(Opt::Renew(value(input, "renew", "false")?))

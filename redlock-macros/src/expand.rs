@@ -11,7 +11,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
 
-use crate::attr::{self, Ctxt, LockArgs, OnBusy, OnLost};
+use crate::attr::{self, Ctxt, DurationArg, LockArgs, OnBusy, OnLost};
 use crate::key::{KeyTemplate, Piece};
 
 /// Entry point: never panics; on any error the original item is emitted
@@ -328,9 +328,20 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
         None => quote!(#private::installed_client()),
     };
 
-    let some_or_none = |d: &Option<crate::duration::Millis>| match d {
+    // A literal is a constant; an expression goes through
+    // `__private::duration`, spanned on it, so one of another type is the
+    // error's place ("expected `Duration`").
+    let duration = |d: &DurationArg| match d {
+        DurationArg::Const(d) => d.to_tokens(),
+        DurationArg::Expr(expr) => spanned_call(
+            quote!(#private::duration),
+            expr.to_token_stream(),
+            expr.span(),
+        ),
+    };
+    let some_or_none = |d: &Option<DurationArg>| match d {
         Some(d) => {
-            let d = d.to_tokens();
+            let d = duration(d);
             quote!(::core::option::Option::Some(#d))
         }
         None => quote!(::core::option::Option::None),
@@ -338,7 +349,7 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     let ttl = some_or_none(&args.ttl);
     let hold_at_least = some_or_none(&args.hold_at_least);
     let wait = match &args.wait {
-        Some(d) => d.to_tokens(),
+        Some(d) => duration(d),
         None => quote!(::core::time::Duration::ZERO),
     };
     let renew = args.renew;

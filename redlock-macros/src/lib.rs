@@ -102,10 +102,10 @@ use proc_macro::TokenStream;
 /// | option | value | default |
 /// |---|---|---|
 /// | [`key`](#key) | `"text:<arg>:<arg.field>"` | required |
-/// | [`ttl`](#ttl) | duration such as `"15s"` | the client's default ttl (30 s) |
-/// | [`wait`](#wait) | duration, at most a day | `"0s"`: try once |
+/// | [`ttl`](#ttl) | duration such as `"15s"`, or a `Duration` expression | the client's default ttl (30 s) |
+/// | [`wait`](#wait) | duration, at most a day (or an expression) | `"0s"`: try once |
 /// | [`on_busy`](#on_busy) | `"error"` or `"skip"` | `"error"` |
-/// | [`hold_at_least`](#hold_at_least) | duration | none |
+/// | [`hold_at_least`](#hold_at_least) | duration (or an expression) | none |
 /// | [`renew`](#renew) | `true` or `false` | `true` |
 /// | [`on_lost`](#on_lost) | `"cancel"` or `"signal"` | `"cancel"` |
 /// | [`fair`](#fair) | `true` or `false` | `false` |
@@ -113,7 +113,27 @@ use proc_macro::TokenStream;
 /// | [`crate`](#crate) | a path such as `"locks"` | `"redlock_runtime"` |
 ///
 /// Durations are [humantime](https://docs.rs/humantime) strings (`"500ms"`,
-/// `"15s"`, `"2m"`, `"1h 30m"`), checked at compile time.
+/// `"15s"`, `"2m"`, `"1h 30m"`), checked at compile time, or expressions of
+/// type [`Duration`](std::time::Duration) for values that come from
+/// configuration: a `const`, `CONFIG.lock_ttl`, `Duration::from_secs(15)`,
+/// an argument of the function. An expression is evaluated on each call,
+/// its type checked by the compiler (a `u64` is an error pointing at it)
+/// and its range when the call runs (a zero ttl is
+/// `LockError::Config`). A bare number
+/// (`ttl = 15`) has no unit and is refused.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use redlock_runtime::{LockError, distributed_lock};
+/// struct Config { lock_ttl: Duration, lock_wait: Duration }
+/// static CONFIG: Config = Config {
+///     lock_ttl: Duration::from_secs(15),
+///     lock_wait: Duration::from_secs(5),
+/// };
+///
+/// #[distributed_lock(key = "order:<id>", ttl = CONFIG.lock_ttl, wait = CONFIG.lock_wait)]
+/// async fn place_order(id: u64) -> Result<(), LockError> { Ok(()) }
+/// ```
 ///
 /// Mistakes are compile errors pointing at the offending token: an unknown
 /// or repeated option, a bad duration, an unknown placeholder, a

@@ -102,6 +102,15 @@ pub fn encode(value: &dyn Display) -> String {
     key.finish()
 }
 
+/// `ttl = <expr>`, `wait = <expr>`, `hold_at_least = <expr>`: the value
+/// of an expression given for a duration option, which must be a
+/// `Duration` (the call is spanned on the expression, so one of another
+/// type is reported there). Its range is checked when the request runs,
+/// as for the builder API.
+pub const fn duration(value: Duration) -> Duration {
+    value
+}
+
 /// What `client = ..` may name.
 #[diagnostic::on_unimplemented(
     message = "`client = ..` must be a `LockClient`, not `{Self}`",
