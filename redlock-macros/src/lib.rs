@@ -150,8 +150,11 @@ use proc_macro::TokenStream;
 /// `<` and `>`.
 ///
 /// **Encoding.** Inside a value, four characters are percent-encoded: `%`
-/// as `%25`, `:` as `%3A`, `{` as `%7B` and `}` as `%7D`. The template's own
-/// text is kept as written. So `key = "order:<a>:<b>"` gives `order:1%3A2:3`
+/// as `%25`, `:` as `%3A`, `{` as `%7B` and `}` as `%7D`; so are control
+/// characters (a newline is `%0A`), which never reach a key or a log raw.
+/// The template's own text is kept as written. A value whose `Display`
+/// fails makes the call fail with `LockError::InvalidKey` rather than run
+/// under a key cut short. So `key = "order:<a>:<b>"` gives `order:1%3A2:3`
 /// for `("1:2", "3")` and `order:1:2%3A3` for `("1", "2:3")`: two pairs of
 /// values can never make the same key, and no value can end the Redis hash
 /// tag (`{..}`) the runtime puts around the key.

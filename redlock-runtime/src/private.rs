@@ -43,6 +43,8 @@ pub fn renewal_round_trips(client: &LockClient) -> u64 {
 #[derive(Debug)]
 pub struct Key {
     buf: String,
+    /// Set when an argument's `Display` failed: the key would be cut short.
+    failed: bool,
 }
 
 impl Key {
@@ -50,6 +52,7 @@ impl Key {
     pub fn with_capacity(capacity: usize) -> Key {
         Key {
             buf: String::with_capacity(capacity),
+            failed: false,
         }
     }
 
@@ -58,37 +61,50 @@ impl Key {
         self.buf.push_str(text);
     }
 
-    /// An argument's value: its `Display` output with `%`, `:`, `{` and `}`
-    /// percent-encoded.
+    /// An argument's value: its `Display` output with `%`, `:`, `{`, `}`
+    /// and control characters percent-encoded.
     pub fn value<T: Display + ?Sized>(&mut self, value: &T) {
-        // A `Display` impl that fails leaves what it wrote so far; `format!`
-        // would panic instead.
-        let _ = write!(Encoder(&mut self.buf), "{value}");
+        // A `Display` impl that fails would leave what it wrote so far (and
+        // `format!` would panic): remembered, and the key refused.
+        if write!(Encoder(&mut self.buf), "{value}").is_err() {
+            self.failed = true;
+        }
     }
 
-    /// The finished key.
-    pub fn finish(self) -> String {
-        self.buf
+    /// The finished key; [`LockError::InvalidKey`] when an argument's
+    /// `Display` failed, rather than a key cut short that another call
+    /// could share.
+    pub fn finish(self) -> Result<String, LockError> {
+        if self.failed {
+            return Err(LockError::InvalidKey {
+                key: self.buf.chars().take(64).collect(),
+                reason: "formatting an argument of the key failed (its `Display` returned an \
+                         error): the key would be cut short"
+                    .to_owned(),
+            });
+        }
+        Ok(self.buf)
     }
 }
 
 /// Writes through to a `String`, percent-encoding the characters that
-/// separate a key's parts (`:`), delimit its hash tag (`{`, `}`), or start
-/// an escape (`%`).
+/// separate a key's parts (`:`), delimit its hash tag (`{`, `}`), start an
+/// escape (`%`), or would reach keys and logs as control characters (each
+/// byte of their UTF-8 form).
 struct Encoder<'a>(&'a mut String);
 
 impl fmt::Write for Encoder<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        let special = |c: char| matches!(c, '%' | ':' | '{' | '}') || c.is_control();
         let mut rest = s;
-        while let Some(at) = rest.find(['%', ':', '{', '}']) {
+        while let Some(at) = rest.find(special) {
             self.0.push_str(&rest[..at]);
-            self.0.push_str(match rest.as_bytes()[at] {
-                b'%' => "%25",
-                b':' => "%3A",
-                b'{' => "%7B",
-                _ => "%7D",
-            });
-            rest = &rest[at + 1..];
+            let c = rest[at..].chars().next().unwrap_or_default();
+            let mut utf8 = [0u8; 4];
+            for byte in c.encode_utf8(&mut utf8).bytes() {
+                let _ = write!(self.0, "%{byte:02X}");
+            }
+            rest = &rest[at + c.len_utf8()..];
         }
         self.0.push_str(rest);
         Ok(())
@@ -97,9 +113,10 @@ impl fmt::Write for Encoder<'_> {
 
 /// Percent-encodes a value as the macro does (for tests and docs).
 pub fn encode(value: &dyn Display) -> String {
-    let mut key = Key::with_capacity(0);
-    key.value(value);
-    key.finish()
+    let mut out = String::new();
+    // Tests and docs: a failing `Display` gives what it wrote.
+    let _ = write!(Encoder(&mut out), "{value}");
+    out
 }
 
 /// `ttl = <expr>`, `wait = <expr>`, `hold_at_least = <expr>`: the value
@@ -209,10 +226,11 @@ fn build(client: &LockClient, key: String, options: Options) -> LockRequest {
 /// through the stack.
 pub fn request(
     client: Result<LockClient, LockError>,
-    key: String,
+    key: Result<String, LockError>,
     options: Options,
 ) -> Result<LockRequest, LockError> {
-    client.map(|client| build(&client, key, options))
+    let client = client?;
+    Ok(build(&client, key?, options))
 }
 
 /// A return type that can carry a lock failure.
@@ -274,4 +292,50 @@ impl<R: Default> Skipped for R {
 pub fn skipped_after_error<R: Skipped>(error: LockError) -> R {
     tracing::warn!(target: "redlock", %error, "lock failed; body skipped");
     R::skipped()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use super::*;
+
+    #[test]
+    fn separators_and_control_characters_are_percent_encoded() {
+        assert_eq!(encode(&"a:b{c}%d"), "a%3Ab%7Bc%7D%25d");
+        assert_eq!(
+            encode(&"line\nbreak\tand\u{7f}del"),
+            "line%0Abreak%09and%7Fdel"
+        );
+        // A C1 control character: each byte of its UTF-8 form.
+        assert_eq!(encode(&"x\u{85}y"), "x%C2%85y");
+        assert_eq!(encode(&"naïve ✓"), "naïve ✓", "other characters stay");
+    }
+
+    struct Failing;
+
+    impl fmt::Display for Failing {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("partial")?;
+            Err(fmt::Error)
+        }
+    }
+
+    #[test]
+    fn a_display_that_fails_is_an_invalid_key_not_a_shorter_one() {
+        let mut key = Key::with_capacity(16);
+        key.text("order:");
+        key.value(&Failing);
+        match key.finish() {
+            Err(LockError::InvalidKey { key, reason }) => {
+                assert_eq!(key, "order:partial");
+                assert!(reason.contains("Display"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut key = Key::with_capacity(16);
+        key.text("order:");
+        key.value(&42);
+        assert_eq!(key.finish().ok().as_deref(), Some("order:42"));
+    }
 }
