@@ -301,44 +301,12 @@ async fn main() {
         for n in 0..slices {
             eprintln!("{label}: slice {}/{slices}", n + 1);
             // Alternate which goes first, too.
-            if n % 2 == 0 {
-                slice(
-                    addr,
-                    bare,
-                    args.connections,
-                    slice_len,
-                    next_nonce(),
-                    &mut b,
-                )
-                .await;
-                slice(
-                    addr,
-                    idem,
-                    args.connections,
-                    slice_len,
-                    next_nonce(),
-                    &mut i,
-                )
-                .await;
-            } else {
-                slice(
-                    addr,
-                    idem,
-                    args.connections,
-                    slice_len,
-                    next_nonce(),
-                    &mut i,
-                )
-                .await;
-                slice(
-                    addr,
-                    bare,
-                    args.connections,
-                    slice_len,
-                    next_nonce(),
-                    &mut b,
-                )
-                .await;
+            let mut order = [(bare, &mut b), (idem, &mut i)];
+            if n % 2 == 1 {
+                order.swap(0, 1);
+            }
+            for (path, tally) in order {
+                slice(addr, path, args.connections, slice_len, next_nonce(), tally).await;
             }
         }
         rows.push((label, b, i));

@@ -33,13 +33,6 @@ fn client(url: &str) -> LockClient {
         .expect("client")
 }
 
-/// Pauses `server` for a random while (50 ms up to `max_ms`), then resumes it.
-async fn pause_for(server: &RedisServer, rng: &mut fastrand::Rng, max_ms: u64) {
-    server.pause();
-    tokio::time::sleep(Duration::from_millis(rng.u64(50..max_ms))).await;
-    server.resume();
-}
-
 /// Idempotent requests under the same treatment: two servers share a Redis
 /// behind a faulty proxy; clients send requests on a few keys and cut them
 /// short at random (the connection is dropped); each handler run writes to
@@ -124,7 +117,11 @@ async fn soak_idempotent_requests() {
         match rng.u8(0..4) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
             1 => proxy.cut_all(),
-            2 => pause_for(&server, &mut rng, 900).await,
+            2 => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..900)))
+                    .await
+            }
             _ => server.restart().await,
         }
         faults += 1;

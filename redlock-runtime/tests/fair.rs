@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
-use redlock_runtime::{LockClient, LockError, LockGuard};
-use redlock_tests::{Backend, Started};
+use redlock_runtime::LockError;
+use redlock_tests::{Backend, Started, fair_waiter, wait_for_fair_waiters};
 use rstest::rstest;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -20,29 +19,7 @@ async fn queued(b: &Started, key: &str, n: usize) {
         tokio::time::sleep(Duration::from_millis(50)).await;
         return;
     };
-    let mut redis = redlock_tests::raw_connection(server.url()).await;
-    let queue = format!("lock:{{{key}}}:queue");
-    let started = Instant::now();
-    loop {
-        let len: usize = redis.llen(&queue).await.expect("LLEN");
-        if len == n {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "expected {n} queued waiters for {key}, found {len}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// A fair waiter on its own client (its own "node").
-fn fair_waiter(
-    client: LockClient,
-    key: &'static str,
-    wait: Duration,
-) -> tokio::task::JoinHandle<Result<LockGuard, LockError>> {
-    tokio::spawn(async move { client.lock(key).fair().wait(wait).acquire().await })
+    wait_for_fair_waiters(&server.url(), key, n).await;
 }
 
 #[rstest]

@@ -289,13 +289,6 @@ fn client(url: &str) -> LockClient {
     client_with(url, false)
 }
 
-/// Pauses `server` for a random while (50 ms up to `max_ms`), then resumes it.
-async fn pause_for(server: &RedisServer, rng: &mut fastrand::Rng, max_ms: u64) {
-    server.pause();
-    tokio::time::sleep(Duration::from_millis(rng.u64(50..max_ms))).await;
-    server.resume();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_with_aof_always() {
     let mut server =
@@ -310,7 +303,11 @@ async fn soak_one_redis_with_aof_always() {
         match rng.u8(0..5) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
             1 => proxy.cut_all(),
-            2 => pause_for(&server, &mut rng, 400).await,
+            2 => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..400)))
+                    .await
+            }
             // AOF with fsync on every write: the lock survives a SIGKILL.
             3 => server.restart_keeping_data().await,
             _ => proxy.set_latency(Duration::ZERO),
@@ -342,7 +339,11 @@ async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
             }
             2 => server.restart_keeping_data().await, // back to the last snapshot
             3 => server.restart().await,              // empty
-            _ => pause_for(&server, &mut rng, 300).await,
+            _ => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..300)))
+                    .await
+            }
         }
         faults += 1;
     }
@@ -373,8 +374,16 @@ async fn soak_primary_with_an_acknowledging_replica() {
         match rng.u8(0..4) {
             0 => proxy.set_latency(Duration::from_millis(rng.u64(0..60))),
             1 => proxy.cut_all(),
-            2 => pause_for(&replica, &mut rng, 400).await,
-            _ => pause_for(&primary, &mut rng, 300).await,
+            2 => {
+                replica
+                    .pause_for(Duration::from_millis(rng.u64(50..400)))
+                    .await
+            }
+            _ => {
+                primary
+                    .pause_for(Duration::from_millis(rng.u64(50..300)))
+                    .await
+            }
         }
         faults += 1;
     }

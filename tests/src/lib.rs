@@ -49,6 +49,7 @@
 //! ```
 
 mod backend;
+mod fair;
 mod fenced;
 mod holder;
 pub mod http;
@@ -59,6 +60,7 @@ mod raw;
 mod redis_server;
 
 pub use backend::{Backend, REDLOCK_NODES, Started};
+pub use fair::{fair_waiter, wait_for_fair_waiters};
 pub use fenced::FencedStore;
 pub use holder::LockHolder;
 pub use logs::LogCapture;

@@ -347,6 +347,17 @@ impl RedisServer {
         wait_for_stopped_state(pid, true);
     }
 
+    /// Pauses the server for `pause` (SIGSTOP), then resumes it.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running.
+    pub async fn pause_for(&self, pause: Duration) {
+        self.pause();
+        tokio::time::sleep(pause).await;
+        self.resume();
+    }
+
     /// Continues a server frozen by [`RedisServer::pause`] (SIGCONT). Does nothing if
     /// the server is not running.
     pub fn resume(&self) {

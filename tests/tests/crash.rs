@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redlock_runtime::{LockClient, LockGuard};
-use redlock_tests::{FencedStore, LockHolder, RedisServer};
+use redlock_runtime::LockClient;
+use redlock_tests::{FencedStore, LockHolder, RedisServer, fair_waiter, wait_for_fair_waiters};
 
 fn spawn_holder(url: &str, key: &str, ttl: Duration, watchdog: bool) -> (LockHolder, u64) {
     let holder = LockHolder::spawn(env!("CARGO_BIN_EXE_lock_holder"), url, key, ttl, watchdog);
@@ -151,32 +151,6 @@ async fn a_paused_holder_is_fenced_out_by_the_next_holders_larger_token() {
     drop(holder);
 }
 
-/// Waits (bounded, 5 s) until `n` waiters are queued for `key`.
-async fn queued(redis: &mut redis::aio::MultiplexedConnection, key: &str, n: usize) {
-    let queue = format!("lock:{{{key}}}:queue");
-    let started = Instant::now();
-    loop {
-        let len: usize = redis.llen(&queue).await.expect("LLEN");
-        if len == n {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "expected {n} queued waiters for {key}, found {len}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// A fair waiter on its own client (its own "node").
-fn fair_waiter(
-    client: LockClient,
-    key: &'static str,
-    wait: Duration,
-) -> tokio::task::JoinHandle<Result<LockGuard, redlock_runtime::LockError>> {
-    tokio::spawn(async move { client.lock(key).fair().wait(wait).acquire().await })
-}
-
 /// Kills the child on drop.
 struct Child_(Child);
 
@@ -206,13 +180,13 @@ async fn a_dead_waiter_leaves_the_line_within_its_presence() {
             .spawn()
             .expect("start a fair waiter process"),
     );
-    queued(&mut redis, "dead", 1).await;
+    wait_for_fair_waiters(&url, "dead", 1).await;
     let next = fair_waiter(
         LockClient::connect(&url).await.expect("connect"),
         "dead",
         Duration::from_secs(10),
     );
-    queued(&mut redis, "dead", 2).await;
+    wait_for_fair_waiters(&url, "dead", 2).await;
     child.0.kill().expect("SIGKILL the waiter");
     child.0.wait().expect("reap");
     let killed = Instant::now();

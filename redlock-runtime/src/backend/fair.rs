@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::redis::{On, RedisBackend, acknowledged, acquire_reply, wait_after};
+use super::redis::{On, RedisBackend, acquire_reply, took};
 use super::{AcquireReply, Keys, OpError};
 use crate::scripts;
 use crate::util::millis_ceil;
@@ -23,16 +23,15 @@ impl RedisBackend {
     ) -> Result<AcquireReply, OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
         let retention = self.fence_retention_ms;
-        let replicas = self.replicas;
-        let (reply, acked): (Vec<i64>, Option<i64>) = self
-            .run(
-                On::Waiting,
-                Some(token),
-                self.with_wait(limit),
+        let reply: Vec<i64> = self
+            .acknowledged_write(
+                token,
+                limit,
+                |r: &Vec<i64>| took(r),
                 |mut link| {
                     let (queue, waiters) = (&queue, &waiters);
                     async move {
-                        let reply: Vec<i64> = scripts::FAIR_ACQUIRE
+                        scripts::FAIR_ACQUIRE
                             .key(&keys.lock)
                             .key(&keys.fence)
                             .key(queue)
@@ -43,15 +42,11 @@ impl RedisBackend {
                             .arg(if want_time { "1" } else { "0" })
                             .arg(retention)
                             .invoke_async(&mut link.conn)
-                            .await?;
-                        let acked =
-                            wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
-                        Ok((reply, acked))
+                            .await
                     }
                 },
             )
             .await?;
-        acknowledged(replicas, acked)?;
         Ok(acquire_reply(&reply))
     }
 

@@ -140,6 +140,43 @@ impl RedisBackend {
         }
     }
 
+    /// A write on `token`'s connection of the `WAIT` lane then, with
+    /// replicas and when `wrote(&reply)`, `WAIT` on that same connection
+    /// (it counts that connection's writes). Too few acknowledgements are
+    /// [`OpError::Replicas`], an error whose outcome counts as unknown.
+    pub(super) async fn acknowledged_write<T, F, Fut>(
+        &self,
+        token: &str,
+        limit: Duration,
+        wrote: fn(&T) -> bool,
+        write: F,
+    ) -> Result<T, OpError>
+    where
+        F: Fn(Link) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let replicas = self.replicas;
+        let (reply, acked) = self
+            .run(On::Waiting, Some(token), self.with_wait(limit), |link| {
+                // The connection's handle, kept for `WAIT` (only with replicas).
+                let conn = replicas.map(|r| (r, link.conn.clone()));
+                let reply = write(link);
+                async move {
+                    let reply = reply.await?;
+                    let acked = match conn {
+                        Some((r, mut conn)) if wrote(&reply) => {
+                            Some(wait_replicas(&mut conn, r).await?)
+                        }
+                        _ => None,
+                    };
+                    Ok((reply, acked))
+                }
+            })
+            .await?;
+        acknowledged(replicas, acked)?;
+        Ok(reply)
+    }
+
     /// One acquire attempt (see [`scripts::ACQUIRE`]), followed by `WAIT`
     /// with replicas. Too few acknowledgements are an error whose outcome
     /// counts as unknown: the lock may be ours on the primary, and the
@@ -164,18 +201,17 @@ impl RedisBackend {
         let ttl_ms = millis_ceil(ttl);
         let retention = self.fence_retention_ms;
         let delay_ms = self.restart_delay.map(millis_ceil);
-        let replicas = self.replicas;
-        let (reply, acked): (Vec<i64>, Option<i64>) = self
-            .run(
-                On::Waiting,
-                Some(token),
-                self.with_wait(limit),
+        let reply: Vec<i64> = self
+            .acknowledged_write(
+                token,
+                limit,
+                |r: &Vec<i64>| took(r),
                 |mut link| async move {
                     let not_before = match (delay_ms, link.boot_ms) {
                         (Some(delay), Some(boot)) => boot.saturating_add(delay),
                         _ => 0,
                     };
-                    let reply: Vec<i64> = scripts::ACQUIRE
+                    scripts::ACQUIRE
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .arg(token)
@@ -184,14 +220,10 @@ impl RedisBackend {
                         .arg(if want_time { "1" } else { "0" })
                         .arg(not_before)
                         .invoke_async(&mut link.conn)
-                        .await?;
-                    let acked =
-                        wait_after(&mut link.conn, replicas, reply.first() == Some(&1)).await?;
-                    Ok((reply, acked))
+                        .await
                 },
             )
             .await?;
-        acknowledged(replicas, acked)?;
         if reply.first() == Some(&-4) {
             let left = reply.get(1).copied().unwrap_or(0).max(0);
             return Err(OpError::Restarted {
@@ -306,26 +338,22 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         let Renewal { keys, token, ttl } = *renewal;
         let ttl_ms = millis_ceil(ttl);
-        let replicas = self.replicas;
-        let (done, acked): (i64, Option<i64>) = self
-            .run(
-                On::Waiting,
-                Some(token),
-                self.with_wait(limit),
+        let done: i64 = self
+            .acknowledged_write(
+                token,
+                limit,
+                |done| *done == 1,
                 |mut link| async move {
-                    let done: i64 = scripts::renew_script(keys.kind)
+                    scripts::renew_script(keys.kind)
                         .key(&keys.lock)
                         .arg(token)
                         .arg(ttl_ms)
                         .arg(0)
                         .invoke_async(&mut link.conn)
-                        .await?;
-                    let acked = wait_after(&mut link.conn, replicas, done == 1).await?;
-                    Ok((done, acked))
+                        .await
                 },
             )
             .await?;
-        acknowledged(replicas, acked)?;
         Ok(done == 1)
     }
 
@@ -520,22 +548,8 @@ async fn wait_replicas(
         .await
 }
 
-/// `WAIT` after a write that took effect (`wrote`), with replicas.
-pub(super) async fn wait_after(
-    conn: &mut redis::aio::MultiplexedConnection,
-    replicas: Option<Replicas>,
-    wrote: bool,
-) -> redis::RedisResult<Option<i64>> {
-    match replicas {
-        // WAIT counts the writes of this connection: the script's were the
-        // last ones.
-        Some(r) if wrote => Ok(Some(wait_replicas(conn, r).await?)),
-        _ => Ok(None),
-    }
-}
-
 /// An error when fewer replicas than required acknowledged a write.
-pub(super) fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
+fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
     match (replicas, acked) {
         (Some(r), Some(acked)) if acked < i64::from(r.count) => Err(OpError::Replicas {
             wanted: r.count,
@@ -544,6 +558,12 @@ pub(super) fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Re
         }),
         _ => Ok(()),
     }
+}
+
+/// Whether an acquire script's reply says the lock was taken (a write to
+/// acknowledge).
+pub(super) fn took(reply: &[i64]) -> bool {
+    reply.first() == Some(&1)
 }
 
 /// Reads the reply of the acquire scripts: `{1, fence[, now_ms]}` or
