@@ -1,12 +1,12 @@
 //! [`LockClientBuilder`]: a client's settings and its one target (a Redis
 //! URL, a bb8 pool, Redlock nodes, or memory), checked before anything is
-//! opened; and the constructors of [`LockClient`].
+//! opened.
 
-use std::fmt;
 use std::time::Duration;
 
 use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
+use redis::aio::ConnectionManager;
 
 use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
@@ -16,101 +16,16 @@ use crate::backoff::RetryPolicy;
 use crate::client::LockClient;
 use crate::core::{Core, Settings};
 use crate::error::{ConfigError, LockError};
+use crate::target::Target;
+use crate::tls::TlsCertificates;
 use crate::util::{MAX_PREFIX_LEN, redact_url, validate_ttl};
 use crate::wakeups::Wakeups;
 
-impl LockClient {
-    /// Connects to the Redis server at `url` with default settings, and checks
-    /// that it answers.
-    ///
-    /// # Errors
-    /// [`LockError::Config`] for a URL that does not parse,
-    /// [`LockError::Connect`] when Redis cannot be reached within the
-    /// connection timeout (2 s).
-    pub async fn connect(url: impl Into<String>) -> Result<Self, LockError> {
-        Self::builder().url(url).build().await
-    }
-
-    /// A Redlock client over independent Redis masters (3 or 5) with
-    /// default settings, checking that a majority answers. See
-    /// [`LockClientBuilder::redlock`].
-    ///
-    /// # Errors
-    /// [`LockError::Config`] for a bad URL or node list,
-    /// [`LockError::Connect`] when no majority of the nodes answers.
-    pub async fn redlock<I, S>(urls: I) -> Result<Self, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        Self::builder().redlock(urls).build().await
-    }
-
-    /// A builder for a client with settings of your own.
-    pub fn builder() -> LockClientBuilder {
-        LockClientBuilder::default()
-    }
-
-    /// A client over a `bb8-redis` pool you built yourself, with default
-    /// settings otherwise (use [`LockClientBuilder::pool`] to change them).
-    ///
-    /// The pool stays shareable: the client checks a connection out only to
-    /// clone its multiplexed handle, and returns it at once.
-    pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
-        let settings = Settings::defaults("bb8 pool".to_owned());
-        let backend = open::from_pool(pool, None, settings.fence_retention);
-        Self::from_core(Core::new(Backend::Redis(backend), settings, Wakeups::off()))
-    }
-
-    /// A client that keeps locks in this process's memory.
-    ///
-    /// Same semantics as on Redis (ttl, wait, fencing tokens, watchdog, lost
-    /// locks), but nothing is shared with other processes: for single-process
-    /// services and for your own unit tests.
-    pub fn in_memory() -> Self {
-        memory(Settings::defaults("in-memory".to_owned()))
-    }
-}
-
 /// A client in memory with these settings.
-fn memory(settings: Settings) -> LockClient {
+pub(crate) fn memory(settings: Settings) -> LockClient {
     let (wakeups, wake) = Wakeups::local();
     let backend = MemoryBackend::new(settings.fence_retention, wake);
     LockClient::from_core(Core::new(Backend::Memory(backend), settings, wakeups))
-}
-
-/// Where a client keeps its locks: exactly one per builder.
-enum Target {
-    Url(String),
-    Pool(Pool<RedisConnectionManager>),
-    Redlock(Vec<String>),
-    Memory,
-}
-
-impl Target {
-    /// The setter that chose it, for errors.
-    fn setter(&self) -> &'static str {
-        match self {
-            Self::Url(_) => "`.url(..)`",
-            Self::Pool(_) => "`.pool(..)`",
-            Self::Redlock(_) => "`.redlock(..)`",
-            Self::Memory => "`.in_memory()`",
-        }
-    }
-}
-
-impl fmt::Debug for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Url(url) => f.debug_tuple("Url").field(&redact_url(url)).finish(),
-            Self::Pool(_) => f.write_str("Pool"),
-            Self::Redlock(urls) => f
-                .debug_tuple("Redlock")
-                .field(&urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
-                .finish(),
-            Self::Memory => f.write_str("Memory"),
-        }
-    }
 }
 
 /// Settings for a [`LockClient`]; made by [`LockClient::builder`].
@@ -150,6 +65,7 @@ pub struct LockClientBuilder {
     require_noeviction: Option<bool>,
     pool_size: Option<u32>,
     connection_timeout: Option<Duration>,
+    tls: Option<TlsCertificates>,
     settings: Settings,
 }
 
@@ -165,10 +81,26 @@ impl LockClientBuilder {
         self
     }
 
-    /// The Redis server, as `redis://[user:password@]host[:port][/db]`
-    /// (`rediss://` needs the `redis` crate's TLS features).
+    /// The Redis server, as `redis://[user:password@]host[:port][/db]`, or
+    /// `rediss://..` for TLS (with the `tls` feature; see
+    /// [`tls_certificates`](Self::tls_certificates)).
     pub fn url(self, url: impl Into<String>) -> Self {
         self.target(Target::Url(url.into()))
+    }
+
+    /// Use this redis-rs [`ConnectionManager`] (one multiplexed connection
+    /// that reconnects by itself) instead of opening connections from a
+    /// URL: for a service that already has one. It stays shareable.
+    ///
+    /// Which to choose: a URL lets the client open what it needs (a few
+    /// connections, a wake-up subscriber, a second set for `WAIT`), and is
+    /// the one to prefer. A bb8 pool ([`pool`](Self::pool)) or a
+    /// `ConnectionManager` shares what the service already has; with
+    /// either, waiters poll instead of being woken by a release, and
+    /// [`replicas`](Self::replicas) is refused with a `ConnectionManager`
+    /// (`WAIT` would hold up every command on its one connection).
+    pub fn connection_manager(self, manager: ConnectionManager) -> Self {
+        self.target(Target::Manager(manager))
     }
 
     /// Use this `bb8-redis` pool instead of building one from a URL. It stays
@@ -254,8 +186,10 @@ impl LockClientBuilder {
     }
 
     /// How long to wait for a new connection (connect and check it) before
-    /// an operation fails with [`LockError::Pool`]. Defaults to 2 s. For a
-    /// client built from a URL or Redlock nodes.
+    /// an operation fails with [`LockError::Connection`] (saying why: refused,
+    /// a timeout, ...). A wrong password or TLS failure fails at once
+    /// instead. Defaults to 2 s. For a client built from a URL or Redlock
+    /// nodes.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = Some(timeout);
         self
@@ -307,6 +241,15 @@ impl LockClientBuilder {
         self
     }
 
+    /// The CA to trust and the client certificate to present on `rediss://`
+    /// connections (every node's, with Redlock), instead of the system's
+    /// root certificates. Needs the `tls` feature; refused with a pool, a
+    /// `ConnectionManager`, memory, or `redis://` URLs.
+    pub fn tls_certificates(mut self, certificates: TlsCertificates) -> Self {
+        self.tls = Some(certificates);
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -328,7 +271,31 @@ impl LockClientBuilder {
         };
         let redlock = matches!(target, Target::Redlock(_));
         let memory = matches!(target, Target::Memory);
-        let pool = matches!(target, Target::Pool(_));
+        // Connections the user made: their sizes and timeouts are theirs.
+        let pool = matches!(target, Target::Pool(_) | Target::Manager(_));
+        if matches!(target, Target::Manager(_)) && self.replicas.is_some() {
+            return Err(not_for(
+                "replicas",
+                "`WAIT` blocks the connection it is sent on, and a ConnectionManager is one \
+                 connection that every command shares; use `.url(..)` or `.pool(..)`",
+            ));
+        }
+        if let Some(urls) = self.tls.as_ref().map(|_| target.urls()) {
+            if urls.is_empty() {
+                return Err(not_for(
+                    "tls_certificates",
+                    "they apply to the connections the client opens from `rediss://` URLs",
+                ));
+            }
+            if let Some(plain) = urls.iter().find(|u| !u.starts_with("rediss://")) {
+                return Err(ConfigError::InvalidUrl {
+                    url: redact_url(plain),
+                    reason: "TLS certificates were given, but this URL is not TLS: write \
+                             `rediss://`"
+                        .to_owned(),
+                });
+            }
+        }
         if !redlock && self.node_timeout.is_some() {
             return Err(not_for(
                 "node_timeout",
@@ -425,13 +392,14 @@ impl LockClientBuilder {
         let client = self.build_unchecked()?;
         let core = client.core();
         let target = core.settings().target.clone();
-        core.backend()
-            .check()
-            .await
-            .map_err(|e| LockError::Connect {
+        core.backend().check().await.map_err(|e| {
+            let (failure, detail) = e.connect_failure();
+            LockError::Connect {
                 url: target.clone(),
-                detail: e.to_string(),
-            })?;
+                failure,
+                detail,
+            }
+        })?;
         if let Some((target, version)) = core.backend().too_old_servers(&target).await.pop() {
             return Err(ConfigError::ServerTooOld { target, version }.into());
         }
@@ -461,6 +429,7 @@ impl LockClientBuilder {
             replicas: self.replicas,
             fence_retention: self.settings.fence_retention,
             restart_delay: self.restart_delay,
+            tls: self.tls.take(),
         };
         let mut settings = self.settings;
         let (backend, wakeups) = match target {
@@ -469,7 +438,7 @@ impl LockClientBuilder {
                 return Ok(memory(settings));
             }
             Target::Url(url) => {
-                let (client, redacted) = open::open_url(&url)?;
+                let (client, redacted) = open::open_url(&url, connect.tls.as_ref())?;
                 let backend = open::server(&client, &redacted, &connect)?;
                 settings.target = redacted;
                 // The URL also opens the wake-up subscriber connection.
@@ -479,6 +448,13 @@ impl LockClientBuilder {
                 settings.target = "bb8 pool".to_owned();
                 let backend = open::from_pool(pool, self.replicas, settings.fence_retention);
                 (Backend::Redis(backend), Wakeups::off())
+            }
+            Target::Manager(manager) => {
+                settings.target = "ConnectionManager".to_owned();
+                (
+                    Backend::Redis(open::from_manager(manager, settings.fence_retention)),
+                    Wakeups::off(),
+                )
             }
             Target::Redlock(urls) => {
                 let node_timeout = self.node_timeout.unwrap_or(Duration::from_millis(100));

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::connect_failure::ConnectFailure;
+
 /// What went wrong with a lock operation.
 ///
 /// Every message names the key and says what to do. Use the predicates
@@ -58,14 +60,33 @@ pub enum LockError {
     Config(#[from] ConfigError),
 
     /// The client could not reach Redis when it was built.
-    #[error(
-        "could not connect to Redis at {url}: {detail}; check that the server runs and the URL, \
-         password and TLS settings are right"
-    )]
+    #[error("could not connect to Redis at {url}: {failure} ({detail}); {}", failure.advice())]
     Connect {
         /// The Redis URL, password redacted.
         url: String,
-        /// The last connection error seen, or the timeout that ran out.
+        /// Why: refused, unreachable, authentication, TLS or a timeout.
+        failure: ConnectFailure,
+        /// The last connection error seen (no password or certificate in it).
+        detail: String,
+    },
+
+    /// No connection to Redis could be made for the operation: the server
+    /// refused it, could not be reached, rejected the credentials or the TLS
+    /// handshake, or did not answer in time. Nothing was sent, so nothing
+    /// is held.
+    #[error(
+        "could not connect to Redis for the {op} of lock `{key}`: {failure} ({detail}); {}",
+        failure.advice()
+    )]
+    Connection {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that could not start.
+        op: Operation,
+        /// Why, classified; [`ConnectFailure::is_permanent`] tells whether
+        /// a retry can help.
+        failure: ConnectFailure,
+        /// The last connection error seen (no password or certificate in it).
         detail: String,
     },
 
@@ -224,15 +245,19 @@ impl LockError {
     /// ([`Redis`](Self::Redis) I/O errors and refusals for now: `LOADING`,
     /// `BUSY`, `TRYAGAIN`, `MASTERDOWN`, `READONLY`, `CLUSTERDOWN`;
     /// [`Timeout`](Self::Timeout),
-    /// [`Pool`](Self::Pool), [`Connect`](Self::Connect),
-    /// [`Quorum`](Self::Quorum), [`Replicas`](Self::Replicas)).
+    /// [`Pool`](Self::Pool), [`Quorum`](Self::Quorum),
+    /// [`Replicas`](Self::Replicas); [`Connect`](Self::Connect) and
+    /// [`Connection`](Self::Connection) unless the failure is permanent: a
+    /// wrong password or a TLS failure is not transient).
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Timeout { .. }
             | Self::Pool { .. }
-            | Self::Connect { .. }
             | Self::Quorum { .. }
             | Self::Replicas { .. } => true,
+            Self::Connect { failure, .. } | Self::Connection { failure, .. } => {
+                !failure.is_permanent()
+            }
             Self::Redis { source, .. } => is_transient_redis(source),
             _ => false,
         }
@@ -253,6 +278,7 @@ impl LockError {
             | Self::Redis { key, .. }
             | Self::Timeout { key, .. }
             | Self::Pool { key, .. }
+            | Self::Connection { key, .. }
             | Self::Quorum { key, .. }
             | Self::Replicas { key, .. } => Some(key),
             Self::Config(_) | Self::Connect { .. } => None,

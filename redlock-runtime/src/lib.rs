@@ -135,6 +135,54 @@
 //! drift between the nodes. [`LockRequest::fair`] is not available with
 //! Redlock, and waiters poll instead of being woken by the release.
 //!
+//! # Connecting
+//!
+//! - **A URL** ([`LockClient::connect`], [`LockClientBuilder::url`]): the
+//!   client opens what it needs: a few multiplexed connections
+//!   ([`pool_size`](LockClientBuilder::pool_size)), a subscriber that wakes
+//!   waiters when a lock is released, and with replicas a second set for
+//!   `WAIT`. Prefer it.
+//! - **Your bb8 pool** ([`LockClient::from_pool`]) or **your redis-rs
+//!   `ConnectionManager`** ([`LockClient::from_connection_manager`]): for a
+//!   service that already has one and wants no more connections. Waiters
+//!   poll (the retry policy's pace) instead of being woken; a
+//!   `ConnectionManager` is one connection, so
+//!   [`replicas`](LockClientBuilder::replicas) is refused with it (`WAIT`
+//!   would hold up every command behind it).
+//! - **TLS**: `rediss://` URLs with the `tls` feature (rustls). The
+//!   system's root certificates are trusted, or only the CA given with
+//!   [`LockClientBuilder::tls_certificates`], which also takes a client
+//!   certificate for mutual TLS. It applies to every node of a Redlock
+//!   client.
+//!
+//! When no connection can be made, the error says why, as a
+//! [`ConnectFailure`]: [`LockError::Connect`] from `connect`/`build`,
+//! [`LockError::Connection`] from an operation. A refused connection, an
+//! unreachable host and a connect timeout are transient (retried within
+//! the wait); a wrong password and a TLS failure are permanent and fail at
+//! once, without waiting out the connection timeout or the wait.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), redlock_runtime::LockError> {
+//! use redlock_runtime::{ConnectFailure, LockClient, LockError, TlsCertificates};
+//!
+//! let ca = std::fs::read("/etc/redis/tls/ca.crt").expect("the CA certificate");
+//! let built = LockClient::builder()
+//!     .url("rediss://:secret@redis.internal:6380")
+//!     .tls_certificates(TlsCertificates::new().root_ca_pem(ca))
+//!     .build()
+//!     .await;
+//! match built {
+//!     Ok(locks) => drop(locks),
+//!     Err(LockError::Connect { failure: ConnectFailure::Auth, .. }) => {
+//!         eprintln!("wrong Redis password: fix the configuration");
+//!     }
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Fencing tokens
 //!
 //! A token is issued by the acquire script, on the node that grants the
@@ -232,6 +280,8 @@ mod backend;
 mod backoff;
 mod builder;
 mod client;
+mod connect_failure;
+mod constructors;
 mod core;
 mod error;
 mod giveback;
@@ -243,7 +293,9 @@ mod record;
 mod request;
 mod scope;
 mod scripts;
+mod target;
 mod telemetry;
+mod tls;
 mod util;
 mod wakeups;
 mod watchdog;
@@ -252,12 +304,15 @@ pub use backend::Mode;
 pub use backoff::RetryPolicy;
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
-pub use error::{ConfigError, LockError, LostReason, NodeFailure, Operation, QuorumDetail};
+pub use error::{
+    ConfigError, ConnectFailure, LockError, LostReason, NodeFailure, Operation, QuorumDetail,
+};
 pub use guard::LockGuard;
 pub use install::{install, installed};
 pub use lock::Lost;
 pub use request::LockRequest;
 pub use scope::{CurrentLock, OnLost, current_lock};
+pub use tls::TlsCertificates;
 pub use util::MAX_KEY_LEN;
 
 #[cfg(feature = "macros")]

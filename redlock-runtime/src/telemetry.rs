@@ -200,6 +200,7 @@ fn error_kind(error: &LockError) -> &'static str {
         LockError::InvalidKey { .. } => "invalid_key",
         LockError::Config(_) => "config",
         LockError::Connect { .. } => "connect",
+        LockError::Connection { .. } => "connection",
         LockError::Redis { .. } => "redis",
         LockError::Timeout { .. } => "timeout",
         LockError::Pool { .. } => "pool",

@@ -30,6 +30,7 @@ async fn client(url: &str) -> LockClient {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn acquire_busy_release(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -64,6 +65,7 @@ fn acquire_busy_release(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -99,6 +101,7 @@ fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend)
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -118,6 +121,7 @@ fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
     #[case] backend: Backend,
@@ -178,6 +182,7 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -212,6 +217,7 @@ fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn extend_changes_the_lease(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -238,6 +244,7 @@ fn extend_changes_the_lease(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn dropping_a_guard_releases_it(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -261,6 +268,7 @@ fn dropping_a_guard_releases_it(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -283,6 +291,7 @@ fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn bad_input_gives_clear_typed_errors(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -332,6 +341,7 @@ fn bad_input_gives_clear_typed_errors(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] backend: Backend) {
     const NODES: usize = 4;
     const TASKS: usize = 16;
@@ -906,4 +916,65 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
         guard.release().await.expect("release");
     }
     assert_eq!(locks.held_locks(), 0);
+}
+
+/// A client over the user's `ConnectionManager` takes locks again once a
+/// restarted Redis is back: the manager reconnects by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_manager_client_recovers_after_a_restart() {
+    let mut server = RedisServer::start().await;
+    let client = redis::Client::open(server.url()).expect("a valid URL");
+    let manager = redis::aio::ConnectionManager::new(client)
+        .await
+        .expect("a ConnectionManager");
+    let locks = LockClient::from_connection_manager(manager);
+    assert_eq!(locks.target(), "ConnectionManager");
+    let guard = locks.lock("manager:restart").acquire().await.expect("free");
+    guard.release().await.expect("released");
+    server.restart().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match locks.lock("manager:restart").acquire().await {
+            Ok(guard) => {
+                guard.release().await.expect("released");
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not back after 10 s: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// `WAIT` on a `ConnectionManager`'s one connection would hold up every
+/// other command: `.replicas(..)` is refused with one, as are the settings
+/// of connections the client opens itself.
+#[tokio::test]
+async fn a_connection_manager_refuses_replicas_and_pool_settings() {
+    let server = RedisServer::start().await;
+    let manager = || async {
+        let client = redis::Client::open(server.url()).expect("a valid URL");
+        redis::aio::ConnectionManager::new(client)
+            .await
+            .expect("a ConnectionManager")
+    };
+    let refused = |builder: redlock_runtime::LockClientBuilder| match builder.build_unchecked() {
+        Err(LockError::Config(ConfigError::NotForTarget { setting, .. })) => setting,
+        other => panic!("expected NotForTarget, got {other:?}"),
+    };
+    let with = |m| LockClient::builder().connection_manager(m);
+    assert_eq!(
+        refused(with(manager().await).replicas(1, Duration::from_millis(50))),
+        "replicas"
+    );
+    assert_eq!(refused(with(manager().await).pool_size(2)), "pool_size");
+    assert_eq!(
+        refused(with(manager().await).connection_timeout(Duration::from_secs(1))),
+        "connection_timeout"
+    );
 }

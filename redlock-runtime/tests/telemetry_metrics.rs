@@ -199,7 +199,7 @@ async fn the_attribute_labels_by_key_template_and_a_dead_redis_is_an_error_kind(
         .acquire()
         .await
         .expect_err("Redis is down");
-    let kind = ["redis", "timeout", "pool", "connect"]
+    let kind = ["redis", "timeout", "pool", "connection"]
         .into_iter()
         .find(|kind| {
             value(

@@ -40,6 +40,10 @@ pub enum Backend {
     Redis,
     /// Redlock over [`REDLOCK_NODES`] independent `redis-server`s.
     Redlock,
+    /// One `redis-server` through a redis-rs `ConnectionManager`
+    /// ([`LockClient::from_connection_manager`]): no wake-up subscriber,
+    /// waiters poll.
+    Manager,
 }
 
 impl Backend {
@@ -49,6 +53,7 @@ impl Backend {
             Backend::Memory => "memory",
             Backend::Redis => "redis",
             Backend::Redlock => "redlock",
+            Backend::Manager => "manager",
         }
     }
 
@@ -119,7 +124,7 @@ impl Backend {
     async fn start_with(self, paused: bool) -> Started {
         let nodes = match self {
             Backend::Memory => 0,
-            Backend::Redis => 1,
+            Backend::Redis | Backend::Manager => 1,
             Backend::Redlock => REDLOCK_NODES,
         };
         let mut servers = Vec::with_capacity(nodes);
@@ -171,10 +176,18 @@ impl Started {
             Backend::Redlock => LockClient::redlock(self.urls())
                 .await
                 .expect("connect to the test Redlock nodes"),
+            Backend::Manager => {
+                let client = redis::Client::open(self.servers[0].url()).expect("a valid URL");
+                let manager = redis::aio::ConnectionManager::new(client)
+                    .await
+                    .expect("a ConnectionManager to the test Redis");
+                LockClient::from_connection_manager(manager)
+            }
         }
     }
 
-    /// The servers of this case: none for memory, one for Redis, every
+    /// The servers of this case: none for memory, one for Redis (and a
+    /// `ConnectionManager`), every
     /// node for Redlock.
     pub fn servers(&self) -> &[RedisServer] {
         &self.servers

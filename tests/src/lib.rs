@@ -58,6 +58,7 @@ mod prometheus;
 mod proxy;
 mod raw;
 mod redis_server;
+mod tls;
 
 pub use backend::{Backend, REDLOCK_NODES, Started};
 pub use fair::{fair_waiter, wait_for_fair_waiters};
@@ -68,6 +69,7 @@ pub use prometheus::series_value;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
+pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};
 
 /// The guide's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

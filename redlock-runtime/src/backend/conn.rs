@@ -31,31 +31,94 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use bb8::{ErrorSink, Pool, PooledConnection, RunError};
 use bb8_redis::RedisConnectionManager;
-use redis::aio::MultiplexedConnection;
+use redis::RedisFuture;
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
+use tokio::sync::Notify;
 
 use super::OpError;
+use crate::error::ConnectFailure;
 
-/// Remembers the pool's last connection error, which bb8 otherwise hides
-/// behind a bare "timed out".
+/// Remembers the pool's last connection error, classified, which bb8
+/// otherwise hides behind a bare "timed out"; and wakes the commands waiting
+/// for a connection when the error is one no retry can fix (a wrong
+/// password, a TLS failure), so that they fail at once.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LastError(Arc<Mutex<Option<String>>>);
+pub(crate) struct LastError(Arc<Seen>);
+
+#[derive(Debug, Default)]
+struct Seen {
+    last: Mutex<Option<Failure>>,
+    permanent: Notify,
+}
+
+/// One connection failure, as seen.
+#[derive(Debug, Clone)]
+struct Failure {
+    failure: ConnectFailure,
+    detail: String,
+    at: Instant,
+}
+
+impl Failure {
+    fn into_error(self) -> OpError {
+        OpError::Connect {
+            failure: self.failure,
+            detail: self.detail,
+        }
+    }
+}
 
 impl LastError {
-    pub(crate) fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    fn last(&self) -> MutexGuard<'_, Option<Failure>> {
+        self.0.last.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a failed connection attempt.
+    pub(crate) fn record(&self, error: &redis::RedisError) {
+        let failure = ConnectFailure::of(error);
+        tracing::debug!(target: "redlock", %error, %failure, "Redis connection attempt failed");
+        *self.last() = Some(Failure {
+            failure,
+            detail: error.to_string(),
+            at: Instant::now(),
+        });
+        if failure.is_permanent() {
+            self.0.permanent.notify_waiters();
+        }
+    }
+
+    /// A connection was made: what failed before no longer holds.
+    fn clear(&self) {
+        self.last().take();
+    }
+
+    /// The last failure, if seen since `since`.
+    fn since(&self, since: Instant) -> Option<Failure> {
+        self.last().clone().filter(|f| f.at >= since)
+    }
+
+    /// Resolves with the first permanent failure seen since `since` (at
+    /// once if there is one already); never resolves otherwise.
+    async fn permanent(&self, since: Instant) -> OpError {
+        loop {
+            let notified = self.0.permanent.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(f) = self.since(since).filter(|f| f.failure.is_permanent()) {
+                return f.into_error();
+            }
+            notified.await;
+        }
     }
 }
 
 impl ErrorSink<redis::RedisError> for LastError {
     fn sink(&self, error: redis::RedisError) {
-        tracing::debug!(target: "redlock", %error, "Redis connection attempt failed");
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+        self.record(&error);
     }
 
     fn boxed_clone(&self) -> Box<dyn ErrorSink<redis::RedisError>> {
@@ -71,12 +134,52 @@ pub(crate) enum Source {
     /// Keep the checked-out connection for this lane alone, for as long as
     /// it lives: a `WAIT` lane over a pool the user shares with others.
     Exclusive(Pool<RedisConnectionManager>),
+    /// The user's redis-rs `ConnectionManager`: one multiplexed connection
+    /// that reconnects by itself; every slot holds a clone of it.
+    Manager(ConnectionManager),
 }
 
 impl Source {
-    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
+    pub(crate) fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
         match self {
-            Self::Shared(pool) | Self::Exclusive(pool) => pool,
+            Self::Shared(pool) | Self::Exclusive(pool) => Some(pool),
+            Self::Manager(_) => None,
+        }
+    }
+}
+
+/// A connection as commands use it: a pooled multiplexed connection or the
+/// user's `ConnectionManager`, both cheap handles to one connection.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Multiplexed(MultiplexedConnection),
+    Manager(ConnectionManager),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Multiplexed(c) => c.req_packed_command(cmd),
+            Self::Manager(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Manager(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Multiplexed(c) => c.get_db(),
+            Self::Manager(c) => c.get_db(),
         }
     }
 }
@@ -84,7 +187,7 @@ impl Source {
 /// A connection handle as a command gets it.
 #[derive(Clone)]
 pub(crate) struct Link {
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: Conn,
     /// When the server started, on its own clock (ms): set where the lane
     /// learns boot times.
     pub(crate) boot_ms: Option<u64>,
@@ -112,7 +215,7 @@ pub(crate) struct Lane {
 impl fmt::Debug for Lane {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lane")
-            .field("pool", &self.source.pool().state())
+            .field("pool", &self.source.pool().map(Pool::state))
             .field("slots", &self.slots.len())
             .finish_non_exhaustive()
     }
@@ -123,10 +226,15 @@ impl Lane {
     /// half of them for an exclusive lane, which keeps its connections
     /// checked out of a pool others use too.
     pub(crate) fn new(source: Source, last_error: LastError) -> Self {
-        let size = usize::try_from(source.pool().config().max_size).unwrap_or(1);
-        let slots = match source {
-            Source::Shared(_) => size,
-            Source::Exclusive(_) => size.div_ceil(2),
+        let size = |pool: &Pool<RedisConnectionManager>| {
+            usize::try_from(pool.config().max_size).unwrap_or(1)
+        };
+        let slots = match &source {
+            Source::Shared(pool) => size(pool),
+            Source::Exclusive(pool) => size(pool).div_ceil(2),
+            // One connection: clones of it in every slot would only add
+            // locks.
+            Source::Manager(_) => 1,
         };
         Self {
             source,
@@ -144,8 +252,25 @@ impl Lane {
         self
     }
 
-    pub(crate) fn pool(&self) -> &Pool<RedisConnectionManager> {
+    pub(crate) fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
         self.source.pool()
+    }
+
+    /// Why no connection came within `limit` (from `since`): the last
+    /// connection failure seen meanwhile; else, when the pool has
+    /// connections, a slow answer (checking one out sends a `PING`); else a
+    /// connect timeout.
+    pub(crate) fn no_connection(&self, since: Instant, limit: Duration) -> OpError {
+        if let Some(f) = self.last_error.since(since) {
+            return f.into_error();
+        }
+        match self.source.pool() {
+            Some(pool) if pool.state().connections == 0 => OpError::Connect {
+                failure: ConnectFailure::Timeout,
+                detail: format!("no connection within {limit:?}"),
+            },
+            _ => OpError::Timeout(limit),
+        }
     }
 
     /// The slot of `owner`'s commands, or the next one round robin.
@@ -167,27 +292,51 @@ impl Lane {
         if let Some(link) = self.slot(i).as_ref() {
             return Ok((link.clone(), true));
         }
-        let pool = self.source.pool();
-        let timed_out = || OpError::Pool {
-            timeout: pool.config().connection_timeout,
-            last_error: self.last_error.get(),
+        let since = Instant::now();
+        // A failure seen in the last connection timeout still counts: a
+        // wrong password fails the next command at once, not after the
+        // timeout.
+        let recent = self
+            .source
+            .pool()
+            .map(|p| {
+                since
+                    .checked_sub(p.config().connection_timeout)
+                    .unwrap_or(since)
+            })
+            .unwrap_or(since);
+        let timed_out = |timeout| match self.last_error.since(recent) {
+            Some(f) => f.into_error(),
+            None => OpError::Pool {
+                timeout,
+                last_error: None,
+            },
         };
-        let (conn, held) = match &self.source {
-            Source::Shared(pool) => {
-                let pooled = pool.get().await.map_err(|e| match e {
-                    RunError::User(e) => OpError::Redis(e),
-                    RunError::TimedOut => timed_out(),
-                })?;
-                ((*pooled).clone(), None)
-            }
-            Source::Exclusive(pool) => {
-                let pooled = pool.get_owned().await.map_err(|e| match e {
-                    RunError::User(e) => OpError::Redis(e),
-                    RunError::TimedOut => timed_out(),
-                })?;
-                ((*pooled).clone(), Some(Arc::new(pooled)))
-            }
+        let connect = async {
+            Ok::<_, OpError>(match &self.source {
+                Source::Shared(pool) => {
+                    let pooled = pool.get().await.map_err(|e| match e {
+                        RunError::User(e) => OpError::Redis(e),
+                        RunError::TimedOut => timed_out(pool.config().connection_timeout),
+                    })?;
+                    (Conn::Multiplexed((*pooled).clone()), None)
+                }
+                Source::Exclusive(pool) => {
+                    let pooled = pool.get_owned().await.map_err(|e| match e {
+                        RunError::User(e) => OpError::Redis(e),
+                        RunError::TimedOut => timed_out(pool.config().connection_timeout),
+                    })?;
+                    (Conn::Multiplexed((*pooled).clone()), Some(Arc::new(pooled)))
+                }
+                Source::Manager(manager) => (Conn::Manager(manager.clone()), None),
+            })
         };
+        let (conn, held) = tokio::select! {
+            biased;
+            got = connect => got?,
+            failed = self.last_error.permanent(recent) => return Err(failed),
+        };
+        self.last_error.clear();
         let boot_ms = if self.learn_boot {
             Some(boot_time(conn.clone()).await?)
         } else {
@@ -217,7 +366,7 @@ impl Lane {
 /// When the server on `conn` started, on its own clock (ms): `TIME` less
 /// its uptime, plus a second, so the estimate is never earlier than the
 /// real start.
-async fn boot_time(mut conn: MultiplexedConnection) -> Result<u64, OpError> {
+async fn boot_time(mut conn: Conn) -> Result<u64, OpError> {
     let (info, time): (String, (u64, u64)) = redis::pipe()
         .cmd("INFO")
         .arg("server")

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{LockError, Operation, QuorumDetail};
+use crate::error::{ConnectFailure, LockError, Operation, QuorumDetail};
 
 pub(crate) mod conn;
 mod fair;
@@ -208,6 +208,13 @@ pub(crate) enum OpError {
         timeout: Duration,
         last_error: Option<String>,
     },
+    /// No connection could be made: refused, unreachable, rejected
+    /// credentials or TLS, or a connect timeout. Nothing was sent.
+    #[error("{failure} ({detail})")]
+    Connect {
+        failure: ConnectFailure,
+        detail: String,
+    },
     /// The whole call ran over its time limit.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -244,16 +251,29 @@ impl OpError {
             Self::Redis(e) => crate::error::is_connection_failure(e),
             // The write reached the primary; too few replicas have it.
             Self::Timeout(_) | Self::Replicas { .. } => true,
-            Self::Pool { .. } | Self::Restarted { .. } | Self::Full(_) => false,
+            Self::Pool { .. } | Self::Connect { .. } | Self::Restarted { .. } | Self::Full(_) => {
+                false
+            }
             Self::Reply(_) => true,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
     }
 
+    /// Why a connection check failed, classified, with the detail.
+    pub(crate) fn connect_failure(self) -> (ConnectFailure, String) {
+        match self {
+            Self::Connect { failure, detail } => (failure, detail),
+            Self::Redis(e) => (ConnectFailure::of(&e), e.to_string()),
+            e @ (Self::Pool { .. } | Self::Timeout(_)) => (ConnectFailure::Timeout, e.to_string()),
+            e => (ConnectFailure::Other, e.to_string()),
+        }
+    }
+
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             Self::Redis(e) => crate::error::is_transient_redis(e),
+            Self::Connect { failure, .. } => !failure.is_permanent(),
             Self::Timeout(_)
             | Self::Pool { .. }
             | Self::Replicas { .. }
@@ -269,6 +289,12 @@ impl OpError {
         match self {
             Self::Redis(source) => LockError::Redis { key, op, source },
             Self::Timeout(timeout) => LockError::Timeout { key, op, timeout },
+            Self::Connect { failure, detail } => LockError::Connection {
+                key,
+                op,
+                failure,
+                detail,
+            },
             Self::Pool {
                 timeout,
                 last_error,
@@ -384,7 +410,7 @@ impl Backend {
     /// The underlying pool, on one Redis.
     pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
         match self {
-            Self::Redis(b) => Some(b.pool()),
+            Self::Redis(b) => b.pool(),
             Self::Memory(_) | Self::Quorum(_) => None,
         }
     }

@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
+use redis::aio::ConnectionManager;
 
 use super::conn::{Lane, LastError, Source};
 use super::quorum::{Node, QuorumBackend};
 use super::redis::{RedisBackend, Replicas};
 use crate::error::ConfigError;
+use crate::tls::TlsCertificates;
 use crate::util::{redact_url, scrub};
 
 /// What every Redis connection of a client is opened with.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Connect {
     pub(crate) pool_size: u32,
     pub(crate) connection_timeout: Duration,
@@ -22,16 +24,35 @@ pub(crate) struct Connect {
     pub(crate) fence_retention: Duration,
     /// Redlock: nodes grant nothing until this long after they started.
     pub(crate) restart_delay: Option<Duration>,
+    /// The CA and client certificate of `rediss://` connections.
+    pub(crate) tls: Option<TlsCertificates>,
 }
 
-/// Parses a Redis URL; the error, and the name returned with the client,
-/// show the URL with its password redacted.
-pub(crate) fn open_url(url: &str) -> Result<(redis::Client, String), ConfigError> {
+/// Parses a Redis URL (with `tls`'s certificates for a `rediss://` one);
+/// the error, and the name returned with the client, show the URL with its
+/// password redacted.
+pub(crate) fn open_url(
+    url: &str,
+    tls: Option<&TlsCertificates>,
+) -> Result<(redis::Client, String), ConfigError> {
     let redacted = redact_url(url);
-    let client = redis::Client::open(url).map_err(|e| ConfigError::InvalidUrl {
+    let invalid = |reason: String| ConfigError::InvalidUrl {
         url: redacted.clone(),
-        reason: scrub(&e.to_string(), url),
-    })?;
+        reason,
+    };
+    if !cfg!(feature = "tls") && (url.starts_with("rediss://") || tls.is_some()) {
+        return Err(invalid(
+            "TLS (`rediss://`) needs redlock-runtime's `tls` feature: \
+             `redlock-runtime = { version = \"..\", features = [\"tls\"] }`"
+                .to_owned(),
+        ));
+    }
+    let opened = match tls {
+        #[cfg(feature = "tls")]
+        Some(certificates) => redis::Client::build_with_tls(url, certificates.to_redis()),
+        _ => redis::Client::open(url),
+    };
+    let client = opened.map_err(|e| invalid(scrub(&e.to_string(), url)))?;
     Ok((client, redacted))
 }
 
@@ -91,6 +112,13 @@ pub(crate) fn from_pool(
     RedisBackend::new(plain, waiting, fence_retention)
 }
 
+/// One Redis server over the user's `ConnectionManager`: one connection,
+/// no `WAIT` lane (refused by the builder).
+pub(crate) fn from_manager(manager: ConnectionManager, fence_retention: Duration) -> RedisBackend {
+    let plain = Lane::new(Source::Manager(manager), LastError::default());
+    RedisBackend::new(plain, None, fence_retention)
+}
+
 /// Redlock over `urls`: at least 3 distinct servers. The quorum, and its
 /// printable name `redlock[url, url, ..]`.
 pub(crate) fn redlock(
@@ -109,7 +137,7 @@ pub(crate) fn redlock(
     let mut nodes = Vec::with_capacity(urls.len());
     let mut seen: Vec<String> = Vec::new();
     for url in urls {
-        let (client, redacted) = open_url(url)?;
+        let (client, redacted) = open_url(url, c.tls.as_ref())?;
         let info = client.get_connection_info();
         let address = format!("{}/{}", info.addr(), info.redis_settings().db());
         if seen.contains(&address) {

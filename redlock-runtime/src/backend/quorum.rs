@@ -32,7 +32,7 @@ use futures_util::stream::FuturesUnordered;
 use super::redis::RedisBackend;
 use super::votes::{Answer, Tally, detail};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
-use crate::error::QuorumDetail;
+use crate::error::{ConnectFailure, QuorumDetail};
 
 /// One Redis master of the quorum.
 pub(crate) struct Node {
@@ -554,17 +554,43 @@ impl QuorumBackend {
                 0..self.nodes.len(),
                 |node| async move {
                     match node.backend.check().await {
-                        Ok(()) => Answer::Yes(()),
-                        Err(e) => Answer::Failed(e.to_string()),
+                        Ok(()) => Answer::Yes(None),
+                        Err(e) => {
+                            let (failure, detail) = e.connect_failure();
+                            Answer::Yes(Some((failure, detail)))
+                        }
                     }
                 },
                 |_| false,
             )
             .await;
+        // Every node answered (a failure is an answer here): sort them.
+        let mut failures = Vec::new();
+        let answers: Vec<Option<Answer<()>>> = answers
+            .into_iter()
+            .map(|answer| {
+                answer.map(|answer| match answer {
+                    Answer::Yes(None) => Answer::Yes(()),
+                    Answer::Yes(Some((failure, detail))) => {
+                        failures.push(failure);
+                        Answer::Failed(format!("{failure} ({detail})"))
+                    }
+                    Answer::No(left) => Answer::No(left),
+                    Answer::Failed(e) => Answer::Failed(e),
+                })
+            })
+            .collect();
         if Tally::of(&answers).yes >= self.quorum {
-            Ok(())
-        } else {
-            Err(OpError::Quorum(Box::new(self.failure(&answers))))
+            return Ok(());
         }
+        // The failed nodes' reason when they agree on one.
+        let failure = match failures.split_first() {
+            Some((first, rest)) if rest.iter().all(|f| f == first) => *first,
+            _ => ConnectFailure::Other,
+        };
+        Err(OpError::Connect {
+            failure,
+            detail: self.failure(&answers).to_string(),
+        })
     }
 }

@@ -4,7 +4,8 @@
 
 use std::fmt;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::conn::{Lane, Link};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
@@ -80,7 +81,7 @@ impl RedisBackend {
         limit + self.replicas.map_or(Duration::ZERO, |r| r.timeout)
     }
 
-    pub(crate) fn pool(&self) -> &bb8::Pool<bb8_redis::RedisConnectionManager> {
+    pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
         self.plain.pool()
     }
 
@@ -113,8 +114,14 @@ impl RedisBackend {
     {
         let lane = self.lane(on);
         let i = lane.slot_of(owner);
+        let started = Instant::now();
+        // Whether the time limit, should it run out, ran out while waiting
+        // for a connection (then nothing was sent, and the error says why
+        // no connection came) or while waiting for the answer.
+        let connecting = AtomicBool::new(true);
         let call = async {
             let (link, cached) = lane.link(i).await?;
+            connecting.store(false, Ordering::Relaxed);
             match f(link.clone()).await {
                 Err(e) if is_dead_connection(&e) => {
                     lane.forget(i, &link);
@@ -122,7 +129,9 @@ impl RedisBackend {
                         return Err(op_error(e, limit));
                     }
                     tracing::debug!(target: "redlock", error = %e, "cached Redis connection is dead; retrying on a new one");
+                    connecting.store(true, Ordering::Relaxed);
                     let (link, _) = lane.link(i).await?;
+                    connecting.store(false, Ordering::Relaxed);
                     let result = f(link.clone()).await;
                     if let Err(e) = &result
                         && is_dead_connection(e)
@@ -136,6 +145,7 @@ impl RedisBackend {
         };
         match tokio::time::timeout(limit, call).await {
             Ok(result) => result,
+            Err(_) if connecting.load(Ordering::Relaxed) => Err(lane.no_connection(started, limit)),
             Err(_) => Err(OpError::Timeout(limit)),
         }
     }
@@ -537,10 +547,7 @@ fn is_dead_connection(e: &redis::RedisError) -> bool {
 }
 
 /// `WAIT count timeout` on the connection that made the writes.
-async fn wait_replicas(
-    conn: &mut redis::aio::MultiplexedConnection,
-    r: Replicas,
-) -> redis::RedisResult<i64> {
+async fn wait_replicas(conn: &mut super::conn::Conn, r: Replicas) -> redis::RedisResult<i64> {
     redis::cmd("WAIT")
         .arg(r.count)
         .arg(millis_ceil(r.timeout))
