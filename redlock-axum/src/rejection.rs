@@ -10,17 +10,19 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::key::InvalidKey;
 
-/// Where the problem types are documented: each `type` member is this page
-/// with the variant's anchor.
-const TYPE_BASE: &str =
-    "https://docs.rs/redlock-axum/latest/redlock_axum/enum.IdempotencyRejection.html#variant.";
+/// The problem types: a `tag:` URI (RFC 4151) per variant, an identifier
+/// that is not fetched (RFC 9457, section 3.1.1), documented on the variant.
+const TYPE_BASE: &str = "tag:redlock-axum,2026:problem:";
 
 /// An answer the layer gives instead of running the handler.
 ///
 /// Each one is sent as an RFC 9457 problem: `content-type:
 /// application/problem+json`, `cache-control: no-store`, and a JSON body
-/// with `type` (a link to the variant's docs below), `title`, `status` and
-/// `detail`. Change them with
+/// with `type`, `title`, `status` and `detail`. The `type` is
+/// `tag:redlock-axum,2026:problem:` followed by the variant's name (say
+/// `tag:redlock-axum,2026:problem:Processing`): a stable identifier for
+/// clients to match on, documented by the variants below, not a link to
+/// fetch (RFC 9457 allows both). Change them with
 /// [`IdempotencyLayer::map_rejection`](crate::IdempotencyLayer::map_rejection).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -79,7 +81,7 @@ pub enum IdempotencyRejection {
 
 /// One row of the table below: what a rejection is, apart from its detail.
 struct Row {
-    /// The variant's name: the anchor of its problem type.
+    /// The variant's name: the end of its problem type.
     variant: &'static str,
     status: StatusCode,
     title: &'static str,
@@ -117,7 +119,8 @@ impl IdempotencyRejection {
         self.row().status
     }
 
-    /// The problem's `type`: a link to this variant's documentation.
+    /// The problem's `type`: `tag:redlock-axum,2026:problem:` and the
+    /// variant's name.
     pub fn problem_type(&self) -> String {
         format!("{TYPE_BASE}{}", self.row().variant)
     }
@@ -253,5 +256,14 @@ mod tests {
         assert_eq!(r.headers()[CONTENT_TYPE], "application/problem+json");
         assert_eq!(r.headers()[CACHE_CONTROL], "no-store");
         assert_eq!(r.headers()[RETRY_AFTER], "3");
+    }
+
+    #[test]
+    fn problem_types_are_tag_uris_not_links_that_do_not_resolve() {
+        let r = IdempotencyRejection::Processing {
+            retry_after: Duration::from_secs(1),
+        };
+        assert_eq!(r.problem_type(), "tag:redlock-axum,2026:problem:Processing");
+        assert!(!r.problem_type().contains("docs.rs"));
     }
 }
