@@ -219,22 +219,25 @@ fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
             .attrs
             .iter()
             .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"));
-        let culprit = if test {
-            "`#[tokio::test]` (or another test attribute) above `#[distributed_lock]`"
-        } else {
-            "an attribute above `#[distributed_lock]` (such as `#[tokio::main]` or \
-             `#[tokio::test]`)"
-        };
-        cx.error(
-            Span::call_site(),
+        let message = if test {
             format!(
                 "`#[distributed_lock]` needs an `async fn`, and `{}` no longer is one: \
-                 {culprit} has already rewritten it into a plain `fn` that runs an `async` \
-                 block. Attributes expand from the top down: move `#[distributed_lock]` above \
-                 it",
+                 `#[tokio::test]` (or another test attribute) above `#[distributed_lock]` has \
+                 already rewritten it into a plain `fn` that runs an `async` block. Attributes \
+                 expand from the top down: move `#[distributed_lock]` above it",
                 sig.ident
-            ),
-        );
+            )
+        } else {
+            format!(
+                "`#[distributed_lock]` needs an `async fn`, and `{}` is a plain `fn` that runs \
+                 an `async` block: when an attribute above `#[distributed_lock]` (such as \
+                 `#[tokio::main]` or `#[tokio::test]`) rewrote it so, move \
+                 `#[distributed_lock]` above that attribute (attributes expand from the top \
+                 down); otherwise write `async fn {}(..)`",
+                sig.ident, sig.ident
+            )
+        };
+        cx.error(Span::call_site(), message);
         return None;
     }
     cx.error(
