@@ -48,6 +48,11 @@ impl Ctxt {
         }
     }
 
+    /// Whether any error was recorded.
+    pub(crate) fn errors(&self) -> bool {
+        self.errors.is_some()
+    }
+
     pub(crate) fn into_result(self) -> Result<(), syn::Error> {
         match self.errors {
             Some(errors) => Err(errors),
@@ -61,7 +66,7 @@ impl Ctxt {
 pub(crate) enum OnBusy {
     /// Return the lock error through the function's `Result`.
     Error,
-    /// Skip the body and return `Default::default()`.
+    /// Skip the body and return `()`, `None` or `Ok(None)`.
     Skip,
 }
 
@@ -137,8 +142,8 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
                     lit.span(),
                     format!(
                         "unknown `on_busy` value {other:?}: expected \"error\" (return the lock \
-                         error, the default) or \"skip\" (skip the body and return \
-                         `Default::default()`)"
+                         error, the default) or \"skip\" (skip the body and return `()`, `None` \
+                         or `Ok(None)`)"
                     ),
                 ),
             },

@@ -2,20 +2,30 @@
 //! `LockRequest::run` (or `try_run`) holding the lock; the request comes
 //! from `__private::request`.
 //!
+//! A method that `#[async_trait]` has already rewritten (a plain `fn`
+//! returning `Pin<Box<dyn Future<Output = T> ..>>` whose body is
+//! `Box::pin(async move { .. })`) is rewritten the same way inside its
+//! `async move` block.
+//!
 //! Generated code names only `<crate>::__private::…` (`::redlock_runtime`
 //! unless `crate = ".."` says otherwise) and `::core::…`.
 
 use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
+use syn::{
+    Attribute, FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Signature, Type,
+    TypeParamBound, Visibility,
+};
 
 use crate::attr::{self, Ctxt, DurationArg, LockArgs, OnBusy, OnLost};
 use crate::key::{KeyTemplate, Piece};
 
 /// Entry point: never panics; on any error the original item is emitted
-/// unchanged next to the errors, so the rest of the crate still compiles.
+/// next to the errors (with its lints quieted, so that only the errors
+/// show), and the rest of the crate still compiles.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut cx = Ctxt::default();
     let args = attr::parse(args, &mut cx);
@@ -26,22 +36,25 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_errors(item, cx);
         }
     };
-    check(&func, &args, &mut cx);
-    match cx.into_result() {
-        Ok(()) => rewrite(func, args),
-        Err(e) => {
-            let errors = e.to_compile_error();
-            quote!(#item #errors)
-        }
+    let shape = shape(&func, &mut cx);
+    if let Some(shape) = &shape {
+        check(&func, shape, &args, &mut cx);
+    }
+    match (cx.errors(), shape) {
+        (false, Some(shape)) => rewrite(func, shape, args),
+        _ => with_errors(item, cx),
     }
 }
 
+/// The item as written, then the errors. The item is not rewritten, so an
+/// argument named only in the key would be reported unused, and so on:
+/// its lints are turned off.
 fn with_errors(item: TokenStream, cx: Ctxt) -> TokenStream {
     match cx.into_result() {
         Ok(()) => item,
         Err(e) => {
             let errors = e.to_compile_error();
-            quote!(#item #errors)
+            quote!(#[allow(unused)] #item #errors)
         }
     }
 }
@@ -98,20 +111,25 @@ impl Parse for AsyncFn {
 
 /// How an argument binds its name.
 enum Binding {
-    /// `name: T` or `self`: usable in a placeholder.
-    Whole,
+    /// `name: T` or `self`: usable in a placeholder, which refers to it
+    /// through this identifier (the argument's own, hygiene and all).
+    Whole(Ident),
     /// Bound inside a destructuring pattern: `(a, b): (u32, u32)`.
     InPattern(String),
 }
 
+/// The arguments' names (without `r#`), and how each is bound.
 fn arguments(sig: &Signature) -> Vec<(String, Binding)> {
     let mut out = Vec::new();
     for arg in &sig.inputs {
         match arg {
-            FnArg::Receiver(_) => out.push(("self".to_owned(), Binding::Whole)),
+            FnArg::Receiver(receiver) => out.push((
+                "self".to_owned(),
+                Binding::Whole(Ident::new("self", receiver.self_token.span)),
+            )),
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(p) if p.subpat.is_none() => {
-                    out.push((p.ident.to_string(), Binding::Whole));
+                    out.push((p.ident.unraw().to_string(), Binding::Whole(p.ident.clone())));
                 }
                 pat => {
                     let shown = pat.to_token_stream().to_string();
@@ -131,7 +149,7 @@ fn arguments(sig: &Signature) -> Vec<(String, Binding)> {
 fn bound_names(pat: &Pat, out: &mut Vec<String>) {
     match pat {
         Pat::Ident(p) => {
-            out.push(p.ident.to_string());
+            out.push(p.ident.unraw().to_string());
             if let Some((_, sub)) = &p.subpat {
                 bound_names(sub, out);
             }
@@ -148,23 +166,198 @@ fn bound_names(pat: &Pat, out: &mut Vec<String>) {
     }
 }
 
-/// Checks the function against the arguments; every problem goes to `cx`.
-fn check(func: &AsyncFn, args: &LockArgs, cx: &mut Ctxt) {
+/// What the attribute was put on.
+enum Shape {
+    /// An `async fn`.
+    Async,
+    /// What `#[async_trait]` makes of an `async fn`.
+    Boxed(Box<Boxed>),
+}
+
+/// `fn f(..) -> Pin<Box<dyn Future<Output = T> + ..>> { Box::pin(async move { body }) }`.
+struct Boxed {
+    /// The future's `Output`: what the `async fn` returned.
+    output: Type,
+    /// `Box::pin` (or `::alloc::boxed::Box::pin`), as written.
+    pin_path: TokenStream,
+    /// The parentheses of the call.
+    paren_span: Span,
+    /// `async move`, as written.
+    async_move: TokenStream,
+    /// The async block's braces.
+    brace_span: Span,
+    /// The async block's contents.
+    body: TokenStream,
+}
+
+/// The function's shape; `None` (with the error recorded) for a plain
+/// `fn` the attribute cannot take.
+fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
     let sig = &func.sig;
-    if sig.asyncness.is_none() {
+    if sig.asyncness.is_some() {
+        return Some(Shape::Async);
+    }
+    if let Some(output) = boxed_future_output(&sig.output) {
+        if let Some(boxed) = boxed_async_block(&func.body, output) {
+            return Some(Shape::Boxed(Box::new(boxed)));
+        }
         cx.error(
-            sig.fn_token.span,
+            sig.ident.span(),
             format!(
-                "`#[distributed_lock]` needs an `async fn`: the lock is taken with `.await` \
-                 before the body runs; write `async fn {}(..)`",
-                sig.ident
+                "`#[distributed_lock]` needs an `async fn`; `{}` is a plain `fn` returning a \
+                 boxed future, which it takes only when the body is `Box::pin(async move {{ .. \
+                 }})` (what `#[async_trait]` writes for an `async fn`): write `async fn {}(..)`, \
+                 or that body",
+                sig.ident, sig.ident
             ),
         );
+        return None;
     }
+    if has_async_block(&func.body) {
+        // `#[tokio::test]` leaves a `#[test]` behind.
+        let test = func
+            .attrs
+            .iter()
+            .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"));
+        let message = if test {
+            format!(
+                "`#[distributed_lock]` needs an `async fn`, and `{}` no longer is one: \
+                 `#[tokio::test]` (or another test attribute) above `#[distributed_lock]` has \
+                 already rewritten it into a plain `fn` that runs an `async` block. Attributes \
+                 expand from the top down: move `#[distributed_lock]` above it",
+                sig.ident
+            )
+        } else {
+            format!(
+                "`#[distributed_lock]` needs an `async fn`, and `{}` is a plain `fn` that runs \
+                 an `async` block: when an attribute above `#[distributed_lock]` (such as \
+                 `#[tokio::main]` or `#[tokio::test]`) rewrote it so, move \
+                 `#[distributed_lock]` above that attribute (attributes expand from the top \
+                 down); otherwise write `async fn {}(..)`",
+                sig.ident, sig.ident
+            )
+        };
+        cx.error(Span::call_site(), message);
+        return None;
+    }
+    cx.error(
+        sig.fn_token.span,
+        format!(
+            "`#[distributed_lock]` needs an `async fn`: the lock is taken with `.await` before \
+             the body runs; write `async fn {}(..)`",
+            sig.ident
+        ),
+    );
+    None
+}
+
+/// `T` in `Pin<Box<dyn Future<Output = T> + ..>>` (paths as written: the
+/// last segment's name counts).
+fn boxed_future_output(output: &ReturnType) -> Option<&Type> {
+    /// The first type argument of `Name<..>`.
+    fn argument<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+        let Type::Path(path) = ty else { return None };
+        let last = path.path.segments.last()?;
+        let PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        if path.qself.is_some() || last.ident != name {
+            return None;
+        }
+        args.args.iter().find_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+    }
+    let ReturnType::Type(_, ty) = output else {
+        return None;
+    };
+    let Type::TraitObject(object) = argument(argument(ty, "Pin")?, "Box")? else {
+        return None;
+    };
+    object.bounds.iter().find_map(|bound| {
+        let TypeParamBound::Trait(bound) = bound else {
+            return None;
+        };
+        let last = bound.path.segments.last()?;
+        let PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        if last.ident != "Future" {
+            return None;
+        }
+        args.args.iter().find_map(|arg| match arg {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Output" => Some(&assoc.ty),
+            _ => None,
+        })
+    })
+}
+
+/// A body that is `Box::pin(async move { .. })` and nothing else.
+fn boxed_async_block(body: &TokenStream, output: &Type) -> Option<Boxed> {
+    let tokens: Vec<TokenTree> = body.clone().into_iter().collect();
+    let (TokenTree::Group(call), path) = tokens.split_last()? else {
+        return None;
+    };
+    let is = |t: &TokenTree, s: &str| t.to_string() == s;
+    let path_ok = path.len() >= 4
+        && path.iter().all(|t| match t {
+            TokenTree::Ident(_) => true,
+            TokenTree::Punct(p) => p.as_char() == ':',
+            _ => false,
+        })
+        && is(&path[path.len() - 4], "Box")
+        && is(&path[path.len() - 1], "pin");
+    if !path_ok || call.delimiter() != Delimiter::Parenthesis {
+        return None;
+    }
+    let inner: Vec<TokenTree> = call.stream().into_iter().collect();
+    let (TokenTree::Group(block), async_move) = inner.split_last()? else {
+        return None;
+    };
+    let async_ok = match async_move {
+        [a] => is(a, "async"),
+        [a, m] => is(a, "async") && is(m, "move"),
+        _ => false,
+    };
+    if !async_ok || block.delimiter() != Delimiter::Brace {
+        return None;
+    }
+    Some(Boxed {
+        output: output.clone(),
+        pin_path: path.iter().cloned().collect(),
+        paren_span: call.span(),
+        async_move: async_move.iter().cloned().collect(),
+        brace_span: block.span(),
+        body: block.stream(),
+    })
+}
+
+/// Whether the body runs an `async` block at its top level (what
+/// `#[tokio::test]` and `#[tokio::main]` make of an `async fn`'s body).
+fn has_async_block(body: &TokenStream) -> bool {
+    let tokens: Vec<TokenTree> = body.clone().into_iter().collect();
+    tokens.windows(2).any(|pair| match pair {
+        [TokenTree::Ident(a), next] if a == "async" => match next {
+            TokenTree::Group(g) => g.delimiter() == Delimiter::Brace,
+            TokenTree::Ident(m) => m == "move",
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+/// Checks the function against the arguments; every problem goes to `cx`.
+fn check(func: &AsyncFn, shape: &Shape, args: &LockArgs, cx: &mut Ctxt) {
+    let sig = &func.sig;
     if let Some(key) = &args.key {
         check_placeholders(key, sig, cx);
     }
-    if args.on_busy == OnBusy::Error && matches!(sig.output, ReturnType::Default) {
+    let returns_unit = match shape {
+        Shape::Async => matches!(sig.output, ReturnType::Default),
+        Shape::Boxed(boxed) => matches!(&boxed.output, Type::Tuple(t) if t.elems.is_empty()),
+    };
+    if args.on_busy == OnBusy::Error && returns_unit {
         cx.error(
             sig.ident.span(),
             format!(
@@ -181,7 +374,7 @@ fn check_placeholders(key: &KeyTemplate, sig: &Signature, cx: &mut Ctxt) {
     let arguments = arguments(sig);
     for p in key.placeholders() {
         match arguments.iter().find(|(name, _)| *name == p.root) {
-            Some((_, Binding::Whole)) => {}
+            Some((_, Binding::Whole(_))) => {}
             Some((_, Binding::InPattern(pattern))) => cx.error(
                 key.span,
                 format!(
@@ -203,7 +396,7 @@ fn check_placeholders(key: &KeyTemplate, sig: &Signature, cx: &mut Ctxt) {
             None => {
                 let names: Vec<String> = arguments
                     .iter()
-                    .filter(|(_, b)| matches!(b, Binding::Whole))
+                    .filter(|(_, b)| matches!(b, Binding::Whole(_)))
                     .map(|(n, _)| format!("`{n}`"))
                     .collect();
                 let known = if names.is_empty() {
@@ -233,17 +426,6 @@ fn has_impl_trait(ty: &Type) -> bool {
     walk(ty.to_token_stream())
 }
 
-/// `Result<..>` by name (also `io::Result<T>`, `anyhow::Result<T>`).
-fn returns_result(output: &ReturnType) -> bool {
-    match output {
-        ReturnType::Type(_, ty) => match &**ty {
-            Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Result"),
-            _ => false,
-        },
-        ReturnType::Default => false,
-    }
-}
-
 /// Gives every token of `tokens` the span `span`, so that an error about
 /// the whole expression points there.
 fn respan(tokens: TokenStream, span: Span) -> TokenStream {
@@ -271,11 +453,44 @@ fn spanned_call(path: TokenStream, args: TokenStream, span: Span) -> TokenStream
     quote!(#path #args)
 }
 
-fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
+/// `{ tokens }` with the braces spanned on `span`.
+fn braced(tokens: TokenStream, span: Span) -> Group {
+    let mut group = Group::new(Delimiter::Brace, tokens);
+    group.set_span(span);
+    group
+}
+
+/// `let mut arg = arg;` at the top of the body for each `mut arg: T`
+/// argument, whose `mut` moves there from the signature. Assigning to a
+/// field of an argument captured by an `async move` block (`req.attempts =
+/// 1;`) would otherwise be reported as an unused assignment
+/// (`unused_assignments`), read or not.
+fn rebind_mut_arguments(sig: &mut Signature) -> TokenStream {
+    let mut rebinds = TokenStream::new();
+    for arg in &mut sig.inputs {
+        let FnArg::Typed(typed) = arg else { continue };
+        let Pat::Ident(p) = &mut *typed.pat else {
+            continue;
+        };
+        if p.by_ref.is_some() || p.subpat.is_some() {
+            continue;
+        }
+        if let Some(mutability) = p.mutability.take() {
+            let ident = &p.ident;
+            rebinds.extend(quote! {
+                #[allow(unused_variables)]
+                let #mutability #ident = #ident;
+            });
+        }
+    }
+    rebinds
+}
+
+fn rewrite(func: AsyncFn, shape: Shape, args: LockArgs) -> TokenStream {
     let AsyncFn {
         attrs,
         vis,
-        sig,
+        mut sig,
         brace_span,
         inner_attrs,
         body,
@@ -289,11 +504,13 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     let key_var = Ident::new("__redlock_key", Span::mixed_site());
     let client_var = Ident::new("__redlock_client", Span::mixed_site());
     let options_var = Ident::new("__redlock_options", Span::mixed_site());
+    let site_var = Ident::new("__REDLOCK_SITE", Span::mixed_site());
     let value_var = Ident::new("__redlock_value", Span::mixed_site());
     let request_var = Ident::new("__redlock_request", Span::mixed_site());
     let fake_var = Ident::new("__redlock_fake_return", Span::mixed_site());
 
     // The key, built before the body runs so the body may move its arguments.
+    let arguments = arguments(&sig);
     let key = args.key.as_ref().map(|key| {
         let capacity: usize = key
             .pieces
@@ -306,7 +523,12 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
         let pieces = key.pieces.iter().map(|piece| match piece {
             Piece::Text(text) => quote!(#key_var.text(#text);),
             Piece::Value(p) => {
-                let value = p.borrow_tokens(key.span);
+                let root = arguments.iter().find_map(|(name, binding)| match binding {
+                    Binding::Whole(ident) if *name == p.root => Some(ident),
+                    _ => None,
+                });
+                // `check` made sure every placeholder names an argument.
+                let value = root.map(|root| p.borrow_tokens(key.span, root));
                 quote_spanned!(key.span=> #key_var.value(#value);)
             }
         });
@@ -354,26 +576,54 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
     };
     let renew = args.renew;
     let fair = args.fair;
-    // The metrics' `lock` label: the template, placeholders and all.
+    // The metrics' `lock` label: the template, placeholders and all; made
+    // into an `Arc<str>` once, by the function's `Site`.
     let label = args
         .key
         .as_ref()
         .map(KeyTemplate::as_written)
         .unwrap_or_default();
+    let name = sig.ident.unraw().to_string();
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Signal => quote!(#private::OnLost::Signal),
     };
 
-    // The body, as a future whose output type is pinned to the function's
-    // return type by an unreachable `return` (so `?` and type errors inside
-    // the body resolve and point as they would without the macro).
-    let (ret_ty, ret_span) = match &sig.output {
-        ReturnType::Default => (quote!(()), sig.ident.span()),
-        ReturnType::Type(_, ty) => (ty.to_token_stream(), ty.span()),
+    // The body, and the type it returns: the function's (an `async fn`), or
+    // the future's `Output` (`#[async_trait]`).
+    let (ret, rebinds, body, body_span) = match &shape {
+        Shape::Async => {
+            let ret = match &sig.output {
+                ReturnType::Default => None,
+                ReturnType::Type(_, ty) => Some((**ty).clone()),
+            };
+            let rebinds = rebind_mut_arguments(&mut sig);
+            (ret, rebinds, body, brace_span)
+        }
+        // `#[async_trait]` moved the arguments into its block already.
+        Shape::Boxed(boxed) => {
+            let ret = match &boxed.output {
+                Type::Tuple(t) if t.elems.is_empty() => None,
+                ty => Some(ty.clone()),
+            };
+            (
+                ret,
+                TokenStream::new(),
+                boxed.body.clone(),
+                boxed.brace_span,
+            )
+        }
     };
-    let fake_return = match &sig.output {
-        ReturnType::Type(_, ty) if has_impl_trait(ty) => quote!(),
+    let (ret_ty, ret_span) = match &ret {
+        None => (quote!(()), sig.ident.span()),
+        Some(ty) => (ty.to_token_stream(), ty.span()),
+    };
+
+    // The body, as a future whose output type is pinned to the return type
+    // by an unreachable `return` (so `?` and type errors inside the body
+    // resolve and point as they would without the macro).
+    let fake_return = match &ret {
+        Some(ty) if has_impl_trait(ty) => quote!(),
         _ => quote! {
             #[allow(
                 unreachable_code,
@@ -387,41 +637,38 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
             }
         },
     };
-    let body = quote_spanned!(brace_span=> async move { #fake_return #body });
+    let body = quote_spanned!(body_span=> async move { #rebinds #fake_return #body });
 
     // The conversions into the return type are spanned on it, so that a
     // return type that cannot take them is the error's place. (The error
     // binding shares that span: hygiene needs the same span at both ends.)
     let error_var = Ident::new("__redlock_error", ret_span);
-    let from_error = spanned_call(
-        quote!(#private::FromLockError::from_lock_error),
-        quote!(#error_var),
-        ret_span,
-    );
     let call = match args.on_busy {
-        OnBusy::Error => quote! {
-            match match #private::request(#client_var, #key_var, #options_var) {
-                ::core::result::Result::Ok(#request_var) => #private::LockRequest::run(#request_var, #body).await,
-                ::core::result::Result::Err(#error_var) => ::core::result::Result::Err(#error_var),
-            } {
-                ::core::result::Result::Ok(#value_var) => #value_var,
-                ::core::result::Result::Err(#error_var) => #from_error,
+        OnBusy::Error => {
+            let from_error = spanned_call(
+                quote!(#private::FromLockError::from_lock_error),
+                quote!(#error_var),
+                ret_span,
+            );
+            quote! {
+                match match #private::request(#client_var, #key_var, #options_var) {
+                    ::core::result::Result::Ok(#request_var) => #private::LockRequest::run(#request_var, #body).await,
+                    ::core::result::Result::Err(#error_var) => ::core::result::Result::Err(#error_var),
+                } {
+                    ::core::result::Result::Ok(#value_var) => #value_var,
+                    ::core::result::Result::Err(#error_var) => #from_error,
+                }
             }
-        },
+        }
+        // Which value says "skipped", and what a failure becomes, is the
+        // return type's (`__private::Skip`): decided by type, not by name.
         OnBusy::Skip => {
-            let (skipped, on_error) = if returns_result(&sig.output) {
-                let skipped =
-                    spanned_call(quote!(#private::SkipResult::skipped), quote!(), ret_span);
-                (skipped, from_error)
-            } else {
-                let skipped = spanned_call(quote!(#private::Skipped::skipped), quote!(), ret_span);
-                let after_error = spanned_call(
-                    quote!(#private::skipped_after_error),
-                    quote!(#error_var),
-                    ret_span,
-                );
-                (skipped, after_error)
-            };
+            let skipped = spanned_call(quote!(#private::Skip::skipped), quote!(), ret_span);
+            let failed = spanned_call(
+                quote!(#private::Skip::failed),
+                quote!(#error_var, #options_var.site),
+                ret_span,
+            );
             quote! {
                 match match #private::request(#client_var, #key_var, #options_var) {
                     ::core::result::Result::Ok(#request_var) => #private::LockRequest::try_run(#request_var, #body).await,
@@ -429,33 +676,51 @@ fn rewrite(func: AsyncFn, args: LockArgs) -> TokenStream {
                 } {
                     ::core::result::Result::Ok(::core::option::Option::Some(#value_var)) => #value_var,
                     ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
-                    ::core::result::Result::Err(#error_var) => #on_error,
+                    ::core::result::Result::Err(#error_var) => #failed,
                 }
             }
         }
     };
 
-    let mut block = Group::new(
-        Delimiter::Brace,
-        quote! {
-            #(#inner_attrs)*
-            let #key_var = { #key };
-            let #client_var = #client;
-            let #options_var = #private::Options {
+    let locked = quote! {
+        let #key_var = { #key };
+        let #client_var = #client;
+        let #options_var = {
+            static #site_var: #private::Site = #private::Site::new(
+                #label,
+                ::core::concat!(::core::module_path!(), "::", #name),
+            );
+            #private::Options {
                 ttl: #ttl,
                 wait: #wait,
                 renew: #renew,
                 hold_at_least: #hold_at_least,
                 on_lost: #on_lost,
                 fair: #fair,
-                label: #label,
-            };
-            #call
-        },
-    );
+                site: &#site_var,
+            }
+        };
+        #call
+    };
+    let block = match shape {
+        Shape::Async => braced(quote!(#(#inner_attrs)* #locked), brace_span),
+        // `Box::pin(async move { <the lock, around the original block> })`.
+        Shape::Boxed(boxed) => {
+            let Boxed {
+                pin_path,
+                paren_span,
+                async_move,
+                brace_span: async_span,
+                ..
+            } = *boxed;
+            let inner = braced(locked, async_span);
+            let mut call = Group::new(Delimiter::Parenthesis, quote!(#async_move #inner));
+            call.set_span(paren_span);
+            braced(quote!(#(#inner_attrs)* #pin_path #call), brace_span)
+        }
+    };
     // The user's own braces: the item keeps its span, so lints such as
     // `dead_code` still see a user-written function.
-    block.set_span(brace_span);
     quote! {
         #(#attrs)*
         #vis #sig #block

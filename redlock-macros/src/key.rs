@@ -2,8 +2,8 @@
 //! text and placeholders, each placeholder a parameter of the function or a
 //! field path on one.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote_spanned};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote_spanned;
 use syn::LitStr;
 
 /// The longest key the runtime accepts (`redlock_runtime::MAX_KEY_LEN`).
@@ -24,24 +24,26 @@ pub(crate) enum Piece {
 
 /// `<root.field.0>`.
 pub(crate) struct Placeholder {
-    /// The parameter: an identifier or `self`.
+    /// The parameter: an identifier or `self`, without `r#`.
     pub(crate) root: String,
-    /// Fields (`name`) and tuple indices (`0`) after the root.
+    /// Fields (`name`, without `r#`) and tuple indices (`0`) after the root.
     pub(crate) path: Vec<String>,
 }
 
 impl Placeholder {
     /// `&root.field.0`, spanned on the key literal so that rustc's own
     /// errors (a missing `Display`, a missing field) point at the key.
-    pub(crate) fn borrow_tokens(&self, span: Span) -> TokenStream {
-        let root = if self.root == "self" {
-            syn::Token![self](span).into_token_stream()
-        } else {
-            syn::Ident::new(&self.root, span).into_token_stream()
-        };
+    /// `root` is the argument's own identifier (`self` for the receiver):
+    /// the reference resolves as the argument's name does, so a function
+    /// and its attribute written by a `macro_rules!` from different
+    /// hygiene contexts, or a raw identifier (`r#type`), still match.
+    pub(crate) fn borrow_tokens(&self, span: Span, root: &Ident) -> TokenStream {
+        let mut root = root.clone();
+        root.set_span(span.resolved_at(root.span()));
         let path = self.path.iter().map(|member| match member.parse::<u32>() {
             Ok(index) => syn::Member::Unnamed(syn::Index { index, span }),
-            Err(_) => syn::Member::Named(syn::Ident::new(member, span)),
+            Err(_) if is_keyword(member) => syn::Member::Named(Ident::new_raw(member, span)),
+            Err(_) => syn::Member::Named(Ident::new(member, span)),
         });
         quote_spanned!(span=> &#root #(.#path)*)
     }
@@ -181,17 +183,22 @@ fn placeholder(inner: &str) -> Result<Placeholder, String> {
         );
     }
     let mut parts = inner.split('.');
-    let root = parts.next().unwrap_or_default();
-    if !is_ident(root) {
+    let written_root = parts.next().unwrap_or_default();
+    let root = unraw(written_root);
+    if !is_ident(root) || (root != written_root && !can_be_raw(root)) {
         return Err(format!(
             "`<{inner}>` is not a placeholder: write `<name>` or `<name.field>`, where `name` \
              is an argument of the function (no spaces or expressions)"
         ));
     }
     let mut path = Vec::new();
-    for member in parts {
+    for written in parts {
+        let member = unraw(written);
         let index = !member.is_empty() && member.bytes().all(|b| b.is_ascii_digit());
-        if !(is_ident(member) || index) || (index && member.len() > 1 && member.starts_with('0')) {
+        let field = is_ident(member) && can_be_raw(member);
+        if !(field || index)
+            || (index && (member != written || member.len() > 1 && member.starts_with('0')))
+        {
             return Err(format!(
                 "`<{inner}>` is not a placeholder: after the argument come field names or tuple \
                  indices, separated by dots, such as `<req.user_id>` or `<pair.0>`"
@@ -203,6 +210,23 @@ fn placeholder(inner: &str) -> Result<Placeholder, String> {
         root: root.to_owned(),
         path,
     })
+}
+
+/// `r#type` → `type`: a raw identifier names what the plain one would.
+fn unraw(s: &str) -> &str {
+    s.strip_prefix("r#").unwrap_or(s)
+}
+
+/// Whether `s` is a keyword (`type`, `match`, ..): written `r#type` as an
+/// identifier.
+fn is_keyword(s: &str) -> bool {
+    syn::parse_str::<Ident>(s).is_err()
+}
+
+/// The path keywords, which no field or argument is named after (and which
+/// cannot be raw identifiers).
+fn can_be_raw(s: &str) -> bool {
+    !matches!(s, "self" | "Self" | "super" | "crate")
 }
 
 fn is_ident(s: &str) -> bool {
@@ -256,6 +280,17 @@ mod tests {
             parse("<self.tenant>").expect("a valid template"),
             ["value:self.tenant"]
         );
+        assert_eq!(
+            parse("x:<r#type>:<item.r#ref>:<type>").expect("raw identifiers"),
+            [
+                "text:x:",
+                "value:type",
+                "text::",
+                "value:item.ref",
+                "text::",
+                "value:type"
+            ]
+        );
     }
 
     #[test]
@@ -273,6 +308,10 @@ mod tests {
             "order:<a+b>",
             "order:<_>",
             "line\nbreak",
+            "order:<r#self>",
+            "order:<a.self>",
+            "order:<a.r#0>",
+            "order:<r#>",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");
         }

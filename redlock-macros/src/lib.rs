@@ -138,7 +138,9 @@ use proc_macro::TokenStream;
 /// Mistakes are compile errors pointing at the offending token: an unknown
 /// or repeated option, a bad duration, an unknown placeholder, a
 /// non-`async` function. All of them are reported at once, and the function
-/// is still emitted unchanged, so the rest of the crate keeps compiling.
+/// is still emitted unchanged (with its lints turned off, so that an
+/// argument named only in the key is not also reported unused), so the
+/// rest of the crate keeps compiling.
 ///
 /// ## `key`
 ///
@@ -148,6 +150,13 @@ use proc_macro::TokenStream;
 /// with [`Display`](std::fmt::Display) and captured before the body runs,
 /// so the body may move its arguments. Write `<<` and `>>` for a literal
 /// `<` and `>`.
+///
+/// A raw identifier is named without its `r#`: `<type>` (or `<r#type>`)
+/// for an argument `r#type`, `<item.ref>` for a field `r#ref`. A
+/// placeholder refers to the argument through the argument's own name, so a
+/// `macro_rules!` may write the function and its attribute, with the key
+/// and the arguments coming from different places (a `$key:literal` from
+/// its caller, an argument it declares itself, or the other way round).
 ///
 /// **Encoding.** Inside a value, four characters are percent-encoded: `%`
 /// as `%25`, `:` as `%3A`, `{` as `%7B` and `}` as `%7D`; so are control
@@ -218,26 +227,45 @@ use proc_macro::TokenStream;
 ///
 /// - `"error"` (the default): the function returns the lock error. The
 ///   function must return `Result<T, E>` with `E: From<LockError>`
-///   ([`LockError`] itself, `anyhow::Error`, or your error with a `From`
-///   impl): the error is `Err(E::from(LockError::Busy { .. }))` or
-///   `WaitTimeout`. Any other return type is a compile error that says so.
+///   ([`LockError`] itself, `anyhow::Error`, `std::io::Error`, or your
+///   error with a `From` impl): the error is
+///   `Err(E::from(LockError::Busy { .. }))` or `WaitTimeout`. Any other
+///   return type is a compile error that says so.
 /// - `"skip"`: for scheduled jobs deduplicated across nodes. The body does
-///   not run, nothing is logged above debug level, and the function returns
-///   `Default::default()`: `()` for a function returning nothing, `None` for
-///   an `Option`, and `Ok(Default::default())` for a `Result<T, E>` (then
-///   `T: Default`). A return type without such a value is a compile error.
-///   Failures other than busy (Redis down, a bad key) still come back as
-///   `Err(E::from(error))` when the function returns a `Result`; otherwise
-///   the body is skipped and the failure logged at warn level. A `Result` is
-///   recognized by the name of its type (`Result`, `io::Result`,
-///   `anyhow::Result`, ...).
+///   not run, and nothing is logged above debug level. The return type says
+///   what the caller learns, and must be one of three (decided by the type,
+///   so an alias such as `AppResult<Option<T>>` works):
+///
+///   | return type | ran | skipped (busy) | the lock failed otherwise |
+///   |---|---|---|---|
+///   | `()` | `()` | `()` | logged at error level |
+///   | `Option<T>` | the body's value | `None` | logged at error level; `None` |
+///   | `Result<Option<T>, E>`, `E: From<LockError>` | the body's value | `Ok(None)` | `Err(E::from(error))`, not logged |
+///
+///   "Failed otherwise" is every failure but busy: no client
+///   [`install`]ed, Redis unreachable or refusing the password, a key whose
+///   `Display` failed, the lock lost while the body ran. With `()` or
+///   `Option<T>` the caller cannot tell it from a skip, so each such call
+///   is a `tracing` error event (target `redlock`) carrying `function`
+///   (the function's path), `key_template` (the key as written) and
+///   `error`. To make a failure stop the caller instead, return
+///   `Result<Option<T>, E>`, and check at start-up that a client is
+///   installed with [`require_installed`]. Any other return type
+///   (`Result<String, E>`, whose skip would read as success, or a `Default`
+///   type) is a compile error that says what to write.
 ///
 /// ```
-/// # use redlock_runtime::distributed_lock;
+/// # use redlock_runtime::{LockError, distributed_lock};
 /// /// Every node ticks every minute; one of them sends the report.
 /// #[distributed_lock(key = "job:daily-report", on_busy = "skip", hold_at_least = "30s")]
 /// async fn send_daily_report() {
 ///     // ...
+/// }
+///
+/// /// The same job, telling the scheduler what happened.
+/// #[distributed_lock(key = "job:daily-report", on_busy = "skip", hold_at_least = "30s")]
+/// async fn daily_report() -> Result<Option<usize>, LockError> {
+///     Ok(Some(3)) // `Ok(None)`: another node has it; `Err`: the lock failed
 /// }
 /// ```
 ///
@@ -245,7 +273,7 @@ use proc_macro::TokenStream;
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use redlock_runtime::LockClient;
+/// # use redlock_runtime::{LockClient, LockError};
 /// # async fn send_daily_report(locks: &LockClient) {
 /// match locks
 ///     .lock("job:daily-report")
@@ -253,12 +281,22 @@ use proc_macro::TokenStream;
 ///     .try_run(async move { /* ... */ })
 ///     .await
 /// {
+///     Ok(Some(())) => {}
+///     Ok(None) => {} // another node runs it
+///     Err(error) => tracing::error!(
+///         function = "send_daily_report",
+///         key_template = "job:daily-report",
+///         %error,
+///         "lock failed (not busy); the body did not run",
+///     ),
+/// }
+/// # }
+/// # async fn daily_report(locks: &LockClient) -> Result<Option<usize>, LockError> {
+/// // and for `Result<Option<T>, E>`:
+/// match locks.lock("job:daily-report").try_run(async move { Ok(Some(3)) }).await {
 ///     Ok(Some(value)) => value,
-///     Ok(None) => Default::default(), // another node runs it
-///     Err(error) => {
-///         tracing::warn!(%error, "lock failed; body skipped");
-///         Default::default()
-///     }
+///     Ok(None) => Ok(None),
+///     Err(error) => Err(error.into()),
 /// }
 /// # }
 /// ```
@@ -274,7 +312,7 @@ use proc_macro::TokenStream;
 /// ```
 /// # use redlock_runtime::{LockError, distributed_lock};
 /// #[distributed_lock(key = "job:sync", on_busy = "skip", hold_at_least = "50s")]
-/// async fn sync_catalog() -> Result<(), LockError> { Ok(()) }
+/// async fn sync_catalog() -> Result<Option<()>, LockError> { Ok(Some(())) }
 /// ```
 ///
 /// Without the macro: `locks.lock(key).hold_at_least(Duration::from_secs(50)).try_run(body)`.
@@ -342,7 +380,9 @@ use proc_macro::TokenStream;
 /// [`redlock_runtime::install`][`install`] is used; a call made before any
 /// client was installed fails with
 /// [`ConfigError::NotInstalled`](https://docs.rs/redlock-runtime/latest/redlock_runtime/enum.ConfigError.html#variant.NotInstalled),
-/// whose message names `install`.
+/// whose message names `install` (with `on_busy = "skip"` on `()` or
+/// `Option<T>`: the call is skipped and logged at error level).
+/// [`require_installed`] checks it at start-up.
 ///
 /// ```
 /// # use redlock_runtime::{LockClient, LockError, distributed_lock};
@@ -359,7 +399,7 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Without the macro: `self.locks.lock(key).run(body)`; without `client`:
-/// `redlock_runtime::installed().ok_or(..)?.lock(key).run(body)`.
+/// `redlock_runtime::require_installed()?.lock(key).run(body)`.
 ///
 /// ## `crate`
 ///
@@ -384,7 +424,69 @@ use proc_macro::TokenStream;
 /// `impl` methods (native `async fn` in traits), generic functions,
 /// functions with `impl Trait` arguments and `where` clauses. A function
 /// that is not `async` is a compile error on its `fn` token. The returned
-/// future is `Send` whenever the original body's future is.
+/// future is `Send` whenever the original body's future is. A `mut`
+/// argument is rebound in the body (`let mut req = req;`), so assigning to
+/// its fields is not reported as an unused assignment.
+///
+/// **`#[async_trait]`.** In an `#[async_trait]` `impl` (or trait), put
+/// `#[distributed_lock]` on the method as usual. The `impl`'s attribute
+/// expands first and has already made the method a plain `fn` returning
+/// `Pin<Box<dyn Future<Output = T> + Send + 'async_trait>>` with the body
+/// `Box::pin(async move { .. })`; the attribute recognizes that shape and
+/// takes the lock inside the `async move` block, with `T` as the return
+/// type. Another plain `fn` returning a boxed future is a compile error
+/// saying so.
+///
+/// ```
+/// # use redlock_runtime::{LockClient, LockError, distributed_lock};
+/// # use async_trait::async_trait;
+/// #[async_trait]
+/// trait Job {
+///     async fn run(&self, id: u64) -> Result<(), LockError>;
+/// }
+///
+/// struct Cleanup {
+///     locks: LockClient,
+/// }
+///
+/// #[async_trait]
+/// impl Job for Cleanup {
+///     #[distributed_lock(key = "cleanup:<id>", client = self.locks)]
+///     async fn run(&self, id: u64) -> Result<(), LockError> {
+///         Ok(())
+///     }
+/// }
+/// ```
+///
+/// **Other attributes.** Attributes expand from the top down, each seeing
+/// the function as the ones above it left it.
+///
+/// - `#[tokio::test]`, `#[tokio::main]` and the like turn an `async fn`
+///   into a plain one: put `#[distributed_lock]` *above* them. Below them,
+///   it finds a plain `fn` running an `async` block, and the compile error
+///   says to move it.
+/// - `#[tracing::instrument]` keeps the function `async`, so it composes
+///   either way, with a difference. *Below* `#[distributed_lock]`, it wraps
+///   the whole call: its span covers the wait for the lock, and `err`
+///   records a busy or failed lock. *Above* `#[distributed_lock]`, it
+///   rewrites the body first, so it wraps only the body, which runs
+///   holding the lock: its span starts once the lock is taken, and `err`
+///   never sees a lock error.
+///
+/// ```
+/// # use redlock_runtime::{LockClient, LockError, distributed_lock};
+/// #[distributed_lock(key = "order:<id>", wait = "5s", client = locks)]
+/// #[tracing::instrument(err, skip(locks))] // sees the wait and a busy error
+/// async fn place_order(locks: &LockClient, id: u64) -> Result<(), LockError> {
+///     Ok(())
+/// }
+///
+/// #[distributed_lock(key = "test:orders")]
+/// #[tokio::test] // below: the test runs holding the lock
+/// async fn orders_test() -> Result<(), LockError> {
+///     Ok(())
+/// }
+/// ```
 ///
 /// # Debugging
 ///
@@ -397,6 +499,7 @@ use proc_macro::TokenStream;
 /// [`LockError`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/enum.LockError.html
 /// [`LockClient`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/struct.LockClient.html
 /// [`install`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/fn.install.html
+/// [`require_installed`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/fn.require_installed.html
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let name = debug_name(&item);

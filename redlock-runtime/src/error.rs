@@ -514,3 +514,51 @@ mod tests {
         assert!(is_transient_redis(&io) && is_connection_failure(&io));
     }
 }
+
+/// A lock error as an I/O error, for functions returning
+/// `std::io::Result` (an `#[distributed_lock]` function among them): the
+/// kind is [`WouldBlock`](std::io::ErrorKind::WouldBlock) for
+/// [`LockError::Busy`], [`TimedOut`](std::io::ErrorKind::TimedOut) for
+/// [`LockError::WaitTimeout`], and [`Other`](std::io::ErrorKind::Other)
+/// for the rest; the `LockError` itself is the I/O error's inner error
+/// (`get_ref`, `into_inner`, `downcast`).
+impl From<LockError> for std::io::Error {
+    fn from(error: LockError) -> Self {
+        let kind = match &error {
+            LockError::Busy { .. } => std::io::ErrorKind::WouldBlock,
+            LockError::WaitTimeout { .. } => std::io::ErrorKind::TimedOut,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, error)
+    }
+}
+
+#[cfg(test)]
+mod io_tests {
+    use std::io;
+
+    use super::*;
+
+    #[test]
+    fn a_lock_error_becomes_an_io_error_that_keeps_it() {
+        let busy = io::Error::from(LockError::Busy {
+            key: "order:1".to_owned(),
+        });
+        assert_eq!(busy.kind(), io::ErrorKind::WouldBlock);
+        assert!(busy.to_string().contains("order:1"), "{busy}");
+        let timed_out = io::Error::from(LockError::WaitTimeout {
+            key: "order:1".to_owned(),
+            waited: Duration::from_secs(1),
+        });
+        assert_eq!(timed_out.kind(), io::ErrorKind::TimedOut);
+        let config = io::Error::from(LockError::Config(ConfigError::NotInstalled));
+        assert_eq!(config.kind(), io::ErrorKind::Other);
+        let inner = config
+            .downcast::<LockError>()
+            .expect("the LockError inside");
+        assert!(matches!(
+            inner,
+            LockError::Config(ConfigError::NotInstalled)
+        ));
+    }
+}

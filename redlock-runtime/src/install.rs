@@ -4,6 +4,7 @@
 use std::sync::{PoisonError, RwLock};
 
 use crate::client::LockClient;
+use crate::error::{ConfigError, LockError};
 
 static INSTALLED: RwLock<Option<LockClient>> = RwLock::new(None);
 
@@ -36,4 +37,35 @@ pub fn installed() -> Option<LockClient> {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone()
+}
+
+/// The client [`install`]ed for the process, or
+/// [`ConfigError::NotInstalled`]: a start-up check for a process whose
+/// `#[distributed_lock]` functions name no `client = ..`.
+///
+/// A scheduled job (`on_busy = "skip"` returning `()` or `Option<T>`)
+/// cannot return a missing client to its caller: every call would be
+/// skipped and logged at error level. Calling this once at start-up, after
+/// `install` and before the scheduler starts, turns a forgotten `install`
+/// into an error the process stops on.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use redlock_runtime::{LockClient, LockError, install, require_installed};
+///
+/// assert!(matches!(require_installed(), Err(LockError::Config(_))));
+/// // `LockClient::connect(url).await?` checks that Redis answers and takes
+/// // the password; then:
+/// install(LockClient::in_memory());
+/// let locks = require_installed()?; // before starting the scheduler
+/// # drop(locks);
+/// # Ok::<(), LockError>(())
+/// # }).unwrap();
+/// ```
+///
+/// # Errors
+/// [`LockError::Config`]`(`[`ConfigError::NotInstalled`]`)` before the
+/// first [`install`].
+pub fn require_installed() -> Result<LockClient, LockError> {
+    installed().ok_or(LockError::Config(ConfigError::NotInstalled))
 }

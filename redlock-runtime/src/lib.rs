@@ -308,7 +308,7 @@ pub use error::{
     ConfigError, ConnectFailure, LockError, LostReason, NodeFailure, Operation, QuorumDetail,
 };
 pub use guard::LockGuard;
-pub use install::{install, installed};
+pub use install::{install, installed, require_installed};
 pub use lock::Lost;
 pub use request::LockRequest;
 pub use scope::{CurrentLock, OnLost, current_lock};

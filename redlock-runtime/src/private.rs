@@ -5,7 +5,7 @@
 //! [`LockRequest::run`](crate::LockRequest::run) and friends.
 
 use std::fmt::{self, Display, Write as _};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use crate::LockRequest;
@@ -24,7 +24,7 @@ pub mod record {
         ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, RecordLease, Records,
     };
 }
-use crate::{ConfigError, LockClient, LockError};
+use crate::{LockClient, LockError};
 
 /// The owner token of `guard`: the random secret that marks its owner in
 /// Redis (for tests that look at the keys; never log it).
@@ -175,9 +175,69 @@ pub fn client<C: AsLockClient + ?Sized>(client: &C) -> Result<LockClient, LockEr
     Ok(client.as_lock_client().clone())
 }
 
-/// No `client = ..`: the installed client.
+/// No `client = ..`: the installed client, or
+/// [`ConfigError::NotInstalled`](crate::ConfigError::NotInstalled).
 pub fn installed_client() -> Result<LockClient, LockError> {
-    crate::installed().ok_or(LockError::Config(ConfigError::NotInstalled))
+    crate::require_installed()
+}
+
+/// One annotated function: its key template and name, and the metrics
+/// label made from the template once, on its first call (a `static` in the
+/// generated code, so a call copies no label).
+#[derive(Debug)]
+pub struct Site {
+    template: &'static str,
+    function: &'static str,
+    label: OnceLock<Arc<str>>,
+}
+
+impl Site {
+    /// `template`: the key as written (`job:<id>`); `function`: the
+    /// function's path (`my_crate::jobs::daily_report`).
+    pub const fn new(template: &'static str, function: &'static str) -> Site {
+        Site {
+            template,
+            function,
+            label: OnceLock::new(),
+        }
+    }
+
+    /// The key template as written: the `lock` label of the metrics.
+    pub fn template(&self) -> &'static str {
+        self.template
+    }
+
+    /// The annotated function's path.
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The `lock` label, shared by every call of this function.
+    pub fn label(&self) -> Arc<str> {
+        Arc::clone(self.label.get_or_init(|| Arc::from(self.template)))
+    }
+
+    /// A failure the caller cannot see (`on_busy = "skip"` on `()` or
+    /// `Option<T>`): an error event naming the function and the key.
+    fn log_failure(&self, error: &LockError) {
+        if error.is_lost() {
+            tracing::error!(
+                target: "redlock",
+                function = %self.function,
+                key_template = %self.template,
+                %error,
+                "lock lost; the body was stopped, and the caller sees a skipped call"
+            );
+        } else {
+            tracing::error!(
+                target: "redlock",
+                function = %self.function,
+                key_template = %self.template,
+                %error,
+                "lock failed (not busy); the body did not run, and the caller sees a skipped call"
+            );
+        }
+    }
 }
 
 /// The attribute's options, with `None` for the runtime's defaults.
@@ -195,8 +255,8 @@ pub struct Options {
     pub on_lost: OnLost,
     /// `fair = ..`.
     pub fair: bool,
-    /// The key template as written: the `lock` label of the metrics.
-    pub label: &'static str,
+    /// The function: its key template (the metrics' `lock` label) and name.
+    pub site: &'static Site,
 }
 
 fn build(client: &LockClient, key: String, options: Options) -> LockRequest {
@@ -205,7 +265,7 @@ fn build(client: &LockClient, key: String, options: Options) -> LockRequest {
         .wait(options.wait)
         .renew(options.renew)
         .on_lost(options.on_lost)
-        .label(options.label);
+        .label(options.site.label());
     if let Some(ttl) = options.ttl {
         request = request.ttl(ttl);
     }
@@ -251,47 +311,60 @@ impl<T, E: From<LockError>> FromLockError for Result<T, E> {
     }
 }
 
-/// `on_busy = "skip"` on a function returning `Result<T, E>`: `Ok(T::default())`.
+/// What an `on_busy = "skip"` function returns when its body was skipped,
+/// and when the lock failed for another reason: decided by the return
+/// type, so aliases (`AppResult<Option<T>>`) work.
+///
+/// - `()`: skipped is `()`; a failure is logged at error level.
+/// - `Option<T>`: skipped is `None`; a failure is logged at error level
+///   and is `None` too.
+/// - `Result<Option<T>, E>` with `E: From<LockError>`: skipped is
+///   `Ok(None)`; a failure is `Err(E::from(error))`.
 #[diagnostic::on_unimplemented(
-    message = "`on_busy = \"skip\"` needs `Ok(Default::default())` to return, and `{Self}` has none",
-    label = "the `Ok` type of this `Result` must implement `Default` (or `E` lacks `From<LockError>`)",
-    note = "return `Result<(), E>`, `Result<Option<T>, E>` or another `Ok` type with `Default`"
+    message = "`on_busy = \"skip\"` cannot return `{Self}`: a skipped call would look like one \
+               that ran",
+    label = "a skipped call cannot be told apart in this type",
+    note = "return `()` (a job run for its effects), `Option<T>` (`None`: skipped) or \
+            `Result<Option<T>, E>` with `E: From<redlock_runtime::LockError>` (`Ok(None)`: \
+            skipped, `Err`: the lock failed); for `Result<T, E>` write `Result<Option<T>, E>` \
+            and end the body with `Ok(Some(..))`; for another type write `Option<..>` and \
+            `Some(..)`"
 )]
-pub trait SkipResult {
-    /// The value of a skipped call.
+pub trait Skip: Sized {
+    /// The value of a call skipped because another holder has the lock.
     fn skipped() -> Self;
+    /// The value of a call whose lock failed otherwise (Redis, no
+    /// installed client, a bad key, the lock lost).
+    fn failed(error: LockError, site: &'static Site) -> Self;
 }
 
-impl<T: Default, E: From<LockError>> SkipResult for Result<T, E> {
-    fn skipped() -> Self {
-        Ok(T::default())
+impl Skip for () {
+    fn skipped() -> Self {}
+
+    fn failed(error: LockError, site: &'static Site) -> Self {
+        site.log_failure(&error);
     }
 }
 
-/// `on_busy = "skip"` on any other return type: `Default::default()`.
-#[diagnostic::on_unimplemented(
-    message = "`on_busy = \"skip\"` returns `Default::default()` when the body is skipped, and \
-               `{Self}` does not implement `Default`",
-    label = "this return type has no `Default`",
-    note = "return `()`, `Option<T>`, `Result<T, E>` with `T: Default`, or a type that implements \
-            `Default`"
-)]
-pub trait Skipped {
-    /// The value of a skipped call.
-    fn skipped() -> Self;
-}
-
-impl<R: Default> Skipped for R {
+impl<T> Skip for Option<T> {
     fn skipped() -> Self {
-        R::default()
+        None
+    }
+
+    fn failed(error: LockError, site: &'static Site) -> Self {
+        site.log_failure(&error);
+        None
     }
 }
 
-/// `on_busy = "skip"` without a `Result` to carry a failure (Redis down, a
-/// bad key): the body is skipped and the failure logged at warn level.
-pub fn skipped_after_error<R: Skipped>(error: LockError) -> R {
-    tracing::warn!(target: "redlock", %error, "lock failed; body skipped");
-    R::skipped()
+impl<T, E: From<LockError>> Skip for Result<Option<T>, E> {
+    fn skipped() -> Self {
+        Ok(None)
+    }
+
+    fn failed(error: LockError, _site: &'static Site) -> Self {
+        Err(E::from(error))
+    }
 }
 
 #[cfg(test)]
@@ -337,5 +410,52 @@ mod tests {
         key.text("order:");
         key.value(&42);
         assert_eq!(key.finish().ok().as_deref(), Some("order:42"));
+    }
+
+    #[test]
+    fn every_call_of_a_function_shares_one_label() {
+        static SITE: Site = Site::new("job:<id>", "tests::job");
+        let options = Options {
+            ttl: None,
+            wait: Duration::ZERO,
+            renew: true,
+            hold_at_least: None,
+            on_lost: OnLost::Cancel,
+            fair: false,
+            site: &SITE,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _entered = rt.enter();
+        let locks = LockClient::in_memory();
+        let call =
+            |key: &str| request(Ok(locks.clone()), Ok(key.to_owned()), options).expect("a request");
+        let (first, second) = (call("job:1"), call("job:2"));
+        let (first, second) = (
+            first.label_set().expect("labelled"),
+            second.label_set().expect("labelled"),
+        );
+        assert_eq!(&**first, "job:<id>");
+        assert!(
+            Arc::ptr_eq(first, second),
+            "the label is allocated once per function, not copied per call"
+        );
+    }
+
+    #[test]
+    fn skip_gives_a_value_per_return_shape() {
+        static SITE: Site = Site::new("job:x", "tests::job");
+        let busy = || LockError::Busy {
+            key: "job:x".to_owned(),
+        };
+        <() as Skip>::failed(busy(), &SITE);
+        assert_eq!(<Option<u32> as Skip>::skipped(), None);
+        assert_eq!(<Option<u32> as Skip>::failed(busy(), &SITE), None);
+        let skipped = <Result<Option<u32>, LockError> as Skip>::skipped();
+        assert!(matches!(skipped, Ok(None)));
+        let failed = <Result<Option<u32>, LockError> as Skip>::failed(busy(), &SITE);
+        assert!(matches!(failed, Err(LockError::Busy { .. })));
     }
 }

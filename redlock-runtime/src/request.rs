@@ -113,6 +113,13 @@ impl LockRequest {
         &self.params.key
     }
 
+    /// The label set with [`label`](Self::label) (for tests that check it
+    /// is shared, not copied).
+    #[cfg(test)]
+    pub(crate) fn label_set(&self) -> Option<&Arc<str>> {
+        self.params.label.as_ref()
+    }
+
     /// Runs `body` holding the lock: acquires (waiting as
     /// [`acquire`](Self::acquire) does), runs the body, releases, and
     /// returns the body's value.

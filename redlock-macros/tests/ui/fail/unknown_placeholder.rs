@@ -2,13 +2,11 @@ use redlock_runtime::{LockError, distributed_lock};
 
 #[distributed_lock(key = "order:<user_id>:<order>")]
 async fn place(user_id: u64, order_id: &str) -> Result<(), LockError> {
-    let _ = (user_id, order_id);
     Ok(())
 }
 
 #[distributed_lock(key = "tenant:<self.tenant>")]
 async fn free(tenant: &str) -> Result<(), LockError> {
-    let _ = tenant;
     Ok(())
 }
 
