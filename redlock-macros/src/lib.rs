@@ -1,5 +1,5 @@
 //! The `#[distributed_lock]` attribute for
-//! [`redlock-runtime`](https://docs.rs/redlock-runtime): an `async fn` whose
+//! [`redlock-runtime`](../redlock_runtime/index.html): an `async fn` whose
 //! body runs holding a distributed lock named after its arguments.
 //!
 //! Depend on `redlock-runtime` only; it re-exports the attribute behind its
@@ -114,7 +114,7 @@ use proc_macro::TokenStream;
 ///
 /// Durations are [humantime](https://docs.rs/humantime) strings (`"500ms"`,
 /// `"15s"`, `"2m"`, `"1h 30m"`), checked at compile time, or expressions of
-/// type [`Duration`](std::time::Duration) for values that come from
+/// type [`Duration`](https://doc.rust-lang.org/std/time/struct.Duration.html) for values that come from
 /// configuration: a `const`, `CONFIG.lock_ttl`, `Duration::from_secs(15)`,
 /// an argument of the function. An expression is evaluated on each call,
 /// its type checked by the compiler (a `u64` is an error pointing at it)
@@ -147,7 +147,7 @@ use proc_macro::TokenStream;
 /// The lock's name: literal text with `<name>` placeholders. A name is an
 /// argument of the function (`<user_id>`, `<self>`), or a field path on one
 /// (`<req.user_id>`, `<self.tenant>`, `<pair.0>`). Values are formatted
-/// with [`Display`](std::fmt::Display) and captured before the body runs,
+/// with [`Display`](https://doc.rust-lang.org/std/fmt/trait.Display.html) and captured before the body runs,
 /// so the body may move its arguments. Write `<<` and `>>` for a literal
 /// `<` and `>`.
 ///
@@ -379,7 +379,7 @@ use proc_macro::TokenStream;
 /// Without it, the process-wide client set with
 /// [`redlock_runtime::install`][`install`] is used; a call made before any
 /// client was installed fails with
-/// [`ConfigError::NotInstalled`](https://docs.rs/redlock-runtime/latest/redlock_runtime/enum.ConfigError.html#variant.NotInstalled),
+/// [`ConfigError::NotInstalled`](../redlock_runtime/enum.ConfigError.html#variant.NotInstalled),
 /// whose message names `install` (with `on_busy = "skip"` on `()` or
 /// `Option<T>`: the call is skipped and logged at error level).
 /// [`require_installed`] checks it at start-up.
@@ -493,13 +493,13 @@ use proc_macro::TokenStream;
 /// Set `REDLOCK_MACROS_DEBUG=1` when building to print each expansion to
 /// standard error as the crate compiles.
 ///
-/// [`LockRequest::run`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/struct.LockRequest.html#method.run
-/// [`LockRequest::fair`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/struct.LockRequest.html#method.fair
-/// [`current_lock()`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/fn.current_lock.html
-/// [`LockError`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/enum.LockError.html
-/// [`LockClient`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/struct.LockClient.html
-/// [`install`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/fn.install.html
-/// [`require_installed`]: https://docs.rs/redlock-runtime/latest/redlock_runtime/fn.require_installed.html
+/// [`LockRequest::run`]: ../redlock_runtime/struct.LockRequest.html#method.run
+/// [`LockRequest::fair`]: ../redlock_runtime/struct.LockRequest.html#method.fair
+/// [`current_lock()`]: ../redlock_runtime/fn.current_lock.html
+/// [`LockError`]: ../redlock_runtime/enum.LockError.html
+/// [`LockClient`]: ../redlock_runtime/struct.LockClient.html
+/// [`install`]: ../redlock_runtime/fn.install.html
+/// [`require_installed`]: ../redlock_runtime/fn.require_installed.html
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let name = debug_name(&item);

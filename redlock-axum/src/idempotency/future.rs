@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: the future of [`Idempotency`](super::Idempotency).
+//! [`ResponseFuture`]: the future of [`Idempotency`](crate::Idempotency).
 
 use std::fmt;
 use std::future::Future;
@@ -17,7 +17,7 @@ use crate::rejection::IdempotencyRejection;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pin_project! {
-    /// The response of [`Idempotency`](super::Idempotency): the inner
+    /// The response of [`Idempotency`](crate::Idempotency): the inner
     /// service's (methods and requests the layer does not cover), an early
     /// rejection, or the result of the spawned task that runs an idempotent
     /// request.
