@@ -63,7 +63,6 @@ impl ConnectFailure {
 
     /// Classifies a driver error met while connecting.
     pub(crate) fn of(e: &redis::RedisError) -> Self {
-        use std::io::ErrorKind as Io;
         if e.kind() == redis::ErrorKind::AuthenticationFailed
             || e.code()
                 .is_some_and(|code| matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM"))
@@ -79,48 +78,31 @@ impl ConnectFailure {
         if e.is_timeout() {
             return Self::Timeout;
         }
-        let io = std::error::Error::source(e)
-            .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .map(std::io::Error::kind);
-        match io {
-            Some(Io::ConnectionRefused) => Self::Refused,
-            Some(Io::TimedOut) => Self::Timeout,
-            Some(Io::HostUnreachable | Io::NetworkUnreachable | Io::NetworkDown) => {
-                Self::Unreachable
-            }
-            _ if e.to_string().contains("lookup address") => Self::Unreachable,
-            _ => Self::Other,
-        }
-    }
-}
-
-/// A TLS handshake that failed: rustls's own error inside the I/O error, or
-/// the words the TLS stacks use.
-fn is_tls_failure(e: &redis::RedisError) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        #[cfg(feature = "tls")]
-        if s.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>()
-            && let Some(inner) = io.get_ref()
+        // The driver keeps the I/O error behind an `Arc` that hides its
+        // kind from `source()`; its text says it.
+        let text = e.to_string().to_ascii_lowercase();
+        if e.is_io_error()
+            && [
+                "unreachable",
+                "no route to host",
+                "network is down",
+                "lookup address",
+                "name or service not known",
+                "no such host",
+            ]
+            .iter()
+            .any(|w| text.contains(w))
         {
-            #[cfg(feature = "tls")]
-            if inner.downcast_ref::<rustls::Error>().is_some() {
-                return true;
-            }
-            if looks_like_tls(&inner.to_string()) {
-                return true;
-            }
+            return Self::Unreachable;
         }
-        source = s.source();
+        Self::Other
     }
-    looks_like_tls(&e.to_string())
 }
 
-fn looks_like_tls(text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
+/// A TLS handshake that failed, by the words the TLS stacks use (the
+/// driver's I/O error carries rustls's message, not its type).
+fn is_tls_failure(e: &redis::RedisError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
     ["certificate", "handshake", "tls", "ssl", "corrupt message"]
         .iter()
         .any(|w| text.contains(w))
@@ -136,5 +118,69 @@ impl fmt::Display for ConnectFailure {
             Self::Timeout => "connect timed out",
             Self::Other => "connection failed",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::ConnectFailure;
+
+    fn io_error(kind: io::ErrorKind) -> redis::RedisError {
+        redis::RedisError::from(io::Error::from(kind))
+    }
+
+    #[test]
+    fn driver_errors_are_classified() {
+        let wrongpass =
+            redis::make_extension_error("WRONGPASS".to_owned(), Some("invalid".to_owned()));
+        let noauth = redis::make_extension_error("NOAUTH".to_owned(), None);
+        let auth_kind =
+            redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "rejected"));
+        let tls = redis::RedisError::from(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        let lookup = redis::RedisError::from(io::Error::other(
+            "failed to lookup address information: Name or service not known",
+        ));
+        for (error, want) in [
+            (
+                io_error(io::ErrorKind::ConnectionRefused),
+                ConnectFailure::Refused,
+            ),
+            (
+                io_error(io::ErrorKind::HostUnreachable),
+                ConnectFailure::Unreachable,
+            ),
+            (
+                io_error(io::ErrorKind::NetworkUnreachable),
+                ConnectFailure::Unreachable,
+            ),
+            (lookup, ConnectFailure::Unreachable),
+            (io_error(io::ErrorKind::TimedOut), ConnectFailure::Timeout),
+            (wrongpass, ConnectFailure::Auth),
+            (noauth, ConnectFailure::Auth),
+            (auth_kind, ConnectFailure::Auth),
+            (tls, ConnectFailure::Tls),
+            (io_error(io::ErrorKind::BrokenPipe), ConnectFailure::Other),
+        ] {
+            assert_eq!(ConnectFailure::of(&error), want, "{error}");
+        }
+    }
+
+    #[test]
+    fn only_auth_and_tls_are_permanent() {
+        for failure in [
+            ConnectFailure::Refused,
+            ConnectFailure::Unreachable,
+            ConnectFailure::Timeout,
+            ConnectFailure::Other,
+        ] {
+            assert!(!failure.is_permanent(), "{failure}");
+        }
+        assert!(ConnectFailure::Auth.is_permanent());
+        assert!(ConnectFailure::Tls.is_permanent());
     }
 }
