@@ -16,6 +16,7 @@ use tokio::time::Instant;
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -56,6 +57,7 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -103,6 +105,7 @@ fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -160,6 +163,7 @@ fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: 
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -182,6 +186,7 @@ fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -223,6 +228,7 @@ fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -246,6 +252,7 @@ fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backe
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 fn hold_at_least_keeps_other_nodes_out_for_the_minimum(#[case] backend: Backend) {
     backend.run(|b| async move {

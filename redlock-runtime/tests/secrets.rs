@@ -166,3 +166,46 @@ async fn connection_errors_and_logs_carry_no_password() {
     }
     assert_clean("logs", "all of them", &logs.text());
 }
+
+/// A wrong password over TLS is an authentication failure, not a TLS one,
+/// fails at once, and leaks neither the password nor a certificate.
+#[tokio::test(flavor = "current_thread")]
+async fn a_wrong_password_over_tls_is_auth_and_leaks_nothing() {
+    let tls = redlock_tests::TlsRedis::start(redlock_tests::ClientAuth::Off).await;
+    let mut admin = redlock_tests::raw_connection(tls.server.url()).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-secret")
+        .query_async(&mut admin)
+        .await
+        .expect("CONFIG SET requirepass");
+    let url = tls.url().replace("rediss://", "rediss://:wrong-Zq9@");
+    let (logs, _guard) = LogCapture::start();
+    let started = std::time::Instant::now();
+    let error = LockClient::builder()
+        .url(&url)
+        .tls_certificates(redlock_runtime::TlsCertificates::new().root_ca_pem(tls.ca_pem.clone()))
+        .connection_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect_err("a wrong password");
+    assert!(
+        matches!(
+            error,
+            redlock_runtime::LockError::Connect {
+                failure: redlock_runtime::ConnectFailure::Auth,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "{error}");
+    let logged = logs.text();
+    // The capture works: the failed attempt is logged (at debug).
+    assert!(logged.contains("connection attempt failed"), "{logged}");
+    for text in [error.to_string(), format!("{error:?}"), logged] {
+        assert!(!text.contains("wrong-Zq9"), "the password leaked: {text}");
+        assert!(!text.contains("BEGIN"), "a certificate leaked: {text}");
+    }
+}
