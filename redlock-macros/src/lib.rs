@@ -30,6 +30,7 @@ mod attr;
 mod duration;
 mod expand;
 mod key;
+mod shape;
 
 use proc_macro::TokenStream;
 
