@@ -303,9 +303,12 @@ impl RedisCluster {
 
     /// Waits until, on every live node (running and not paused): `CLUSTER INFO` says
     /// `cluster_state:ok` with all 16384 slots assigned and ok; `CLUSTER NODES` lists
-    /// every other live node without `fail`/`fail?`/`handshake` flags, and gives the
-    /// same slot owners as on every other live node; and a replica's link to its master
-    /// is up.
+    /// every other live node without `fail`/`fail?`/`handshake` flags, gives every slot
+    /// to a live node, and gives the same slot owners as on every other live node; and
+    /// a replica's link to its master is up.
+    ///
+    /// So after a master is killed, this waits for its replica to take over (the node
+    /// timeout is 1 s); with no replica to do so it panics.
     ///
     /// # Panics
     ///
@@ -369,6 +372,12 @@ impl RedisCluster {
                 }
             }
             let view = slot_view(&lines);
+            if let Some(&(first, last, port)) = view.iter().find(|r| !live_ports.contains(&r.2)) {
+                return Err(format!(
+                    "node {i} says slots {first}-{last} are served by port {port}, which is down \
+                     or paused"
+                ));
+            }
             match &first_view {
                 None => first_view = Some((i, view)),
                 Some((j, other)) if *other != view => {

@@ -217,3 +217,22 @@ async fn a_replica_takes_over_its_masters_slots_with_failover() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_killed_master_is_replaced_and_rejoins_as_a_replica() {
+    let mut cluster = RedisCluster::start(3, 1).await;
+    let slot = cluster.slot_of("harness:{crash}").await;
+    let master = cluster.master_of_slot(slot).await;
+
+    cluster.node_mut(master).kill().await;
+    // Its replica takes over after the node timeout (1 s); the dead node is left out.
+    cluster.wait_ok().await;
+    let successor = cluster.master_of_slot(slot).await;
+    assert_ne!(successor, master);
+
+    // Restarted with its nodes.conf, it rejoins and follows its successor.
+    cluster.node_mut(master).restart_keeping_data().await;
+    cluster.wait_ok().await;
+    assert_eq!(cluster.master_of_slot(slot).await, successor);
+    assert!(!cluster.master_indices().await.contains(&master));
+}
