@@ -11,6 +11,13 @@
 //! - [`http`] is a small HTTP/1.1 client (and [`http::serve`] for an axum app on a
 //!   loopback port), for the idempotency layer's end-to-end tests.
 //! - [`LockHolder`] is a lock held by another process (the `lock_holder` binary).
+//! - [`RedisCluster`] is a Redis Cluster of [`RedisServer`]s joined with `redis-cli
+//!   --cluster create`, whose slots can be moved live ([`RedisCluster::migrate_slot`],
+//!   or half-way with [`RedisCluster::begin_migration`]) and whose replicas can take
+//!   over ([`RedisCluster::failover`]). It needs `redis-cli` too (`apt-get install
+//!   redis-tools`).
+//! - [`SentinelSet`] is a primary, its replicas and three Sentinels, with forced
+//!   ([`SentinelSet::failover`]) and crash ([`SentinelSet::kill_primary`]) failovers.
 //!
 //! The suites live beside the crates they test (`redlock-runtime/tests/`,
 //! `redlock-axum/tests/`, with this crate as a dev-dependency); this crate's own
@@ -48,7 +55,9 @@
 //! }
 //! ```
 
+mod admin;
 mod backend;
+mod cluster;
 mod fair;
 mod fenced;
 mod holder;
@@ -58,9 +67,11 @@ mod prometheus;
 mod proxy;
 mod raw;
 mod redis_server;
+mod sentinel;
 mod tls;
 
 pub use backend::{Backend, REDLOCK_NODES, Started};
+pub use cluster::{CLUSTER_SLOTS, RedisCluster, SlotMigration};
 pub use fair::{fair_waiter, wait_for_fair_waiters};
 pub use fenced::FencedStore;
 pub use holder::LockHolder;
@@ -69,6 +80,7 @@ pub use prometheus::series_value;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
+pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};
 
 /// The guide's code blocks, compiled and run as doctests.

@@ -93,6 +93,24 @@ fn find_with_path(
     }
 }
 
+/// Finds `redis-cli`: next to the `redis-server` that [`redis_server_binary`] picks (a
+/// custom build keeps them together), otherwise on `PATH`. The error says what to
+/// install.
+pub(crate) fn redis_cli_binary() -> Result<PathBuf, String> {
+    let sibling = redis_server_binary()
+        .ok()
+        .and_then(|server| server.parent().map(|dir| dir.join("redis-cli")))
+        .filter(|cli| is_executable_file(cli));
+    sibling
+        .or_else(|| search_path(OsStr::new("redis-cli"), std::env::var_os("PATH").as_deref()))
+        .ok_or_else(|| {
+            "redis-cli not found (looked next to redis-server and on PATH); the cluster \
+             harness runs `redis-cli --cluster create`. Install it: `apt-get install \
+             redis-tools` (Debian/Ubuntu) or `brew install redis` (macOS)."
+                .to_owned()
+        })
+}
+
 fn search_path(name: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
         .filter(|dir| !dir.as_os_str().is_empty())
@@ -120,6 +138,8 @@ fn is_executable_file(path: &Path) -> bool {
 pub struct RedisServer {
     binary: PathBuf,
     port: u16,
+    /// The configuration file passed first on the command line (a sentinel's).
+    config_file: Option<PathBuf>,
     extra_args: Vec<OsString>,
     dir: TempDir,
     /// `None` after [`RedisServer::kill`]. Behind a mutex so `&self` methods can
@@ -155,6 +175,27 @@ impl RedisServer {
     /// As [`RedisServer::start`]; also if the extra arguments make `redis-server` exit
     /// at startup (the log says why).
     pub async fn start_with_args(extra: &[&str]) -> RedisServer {
+        Self::start_inner(None, extra).await
+    }
+
+    /// Starts a Sentinel: `redis-server <config_file> --sentinel`, with the same
+    /// command-line options as [`RedisServer::start`] (port, loopback bind, directory,
+    /// log file), and waits until it answers PING.
+    ///
+    /// `config_file` must be an absolute path to a writable file (Sentinel rewrites it
+    /// with what it learns); it holds the `sentinel monitor ..` lines. The port comes
+    /// from the command line, not from the file. [`RedisServer::restart`] keeps the file
+    /// (it lives outside the server's directory), so a restarted sentinel remembers what
+    /// it knew.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`].
+    pub async fn start_sentinel(config_file: &Path) -> RedisServer {
+        Self::start_inner(Some(config_file.to_path_buf()), &["--sentinel"]).await
+    }
+
+    async fn start_inner(config_file: Option<PathBuf>, extra: &[&str]) -> RedisServer {
         let binary = redis_server_binary().unwrap_or_else(|message| panic!("{message}"));
         let dir = tempfile::Builder::new()
             .prefix("redlock-redis-")
@@ -165,12 +206,19 @@ impl RedisServer {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
-            let mut child = spawn(&binary, port, dir.path(), &extra_args);
+            let mut child = spawn(
+                &binary,
+                config_file.as_deref(),
+                port,
+                dir.path(),
+                &extra_args,
+            );
             match wait_ready(&mut child, loopback(port)).await {
                 Ok(()) => {
                     return RedisServer {
                         binary,
                         port,
+                        config_file,
                         extra_args,
                         dir,
                         child: Mutex::new(Some(child)),
@@ -231,6 +279,12 @@ impl RedisServer {
     /// The server's log file (inside its temporary directory).
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join(LOG_FILE)
+    }
+
+    /// The last few KiB of the server's log and stderr, headed by their paths: for
+    /// panic messages that should say what the server saw.
+    pub fn log_tail(&self) -> String {
+        log_report(self.dir.path())
     }
 
     /// Kills the server with SIGKILL (no shutdown, no save) and waits until the process
@@ -302,7 +356,13 @@ impl RedisServer {
     async fn start_again(&mut self) {
         let deadline = Instant::now() + RESTART_BIND_WINDOW;
         loop {
-            let mut child = spawn(&self.binary, self.port, self.dir.path(), &self.extra_args);
+            let mut child = spawn(
+                &self.binary,
+                self.config_file.as_deref(),
+                self.port,
+                self.dir.path(),
+                &self.extra_args,
+            );
             match wait_ready(&mut child, self.addr()).await {
                 Ok(()) => {
                     *self.child.get_mut().unwrap_or_else(PoisonError::into_inner) = Some(child);
@@ -382,6 +442,7 @@ impl fmt::Debug for RedisServer {
             .field("port", &self.port)
             .field("pid", &self.pid())
             .field("paused", &self.is_paused())
+            .field("config_file", &self.config_file)
             .field("extra_args", &self.extra_args)
             .field("dir", &self.dir.path())
             .field("binary", &self.binary)
@@ -427,8 +488,16 @@ fn stderr_file(dir: &Path) -> Stdio {
         .map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
-fn spawn(binary: &Path, port: u16, dir: &Path, extra_args: &[OsString]) -> Child {
+fn spawn(
+    binary: &Path,
+    config_file: Option<&Path>,
+    port: u16,
+    dir: &Path,
+    extra_args: &[OsString],
+) -> Child {
+    // A configuration file must be the first argument.
     Command::new(binary)
+        .args(config_file)
         .arg("--port")
         .arg(port.to_string())
         .args(["--bind", "127.0.0.1"])
