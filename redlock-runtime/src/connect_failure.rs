@@ -69,14 +69,16 @@ impl ConnectFailure {
         {
             return Self::Auth;
         }
-        if is_tls_failure(e) {
-            return Self::Tls;
-        }
+        // The driver's own verdicts first: the TLS test below reads words,
+        // which a refusal or a timeout never needs.
         if e.is_connection_refusal() {
             return Self::Refused;
         }
         if e.is_timeout() {
             return Self::Timeout;
+        }
+        if is_tls_failure(e) {
+            return Self::Tls;
         }
         // The driver keeps the I/O error behind an `Arc` that hides its
         // kind from `source()`; its text says it.

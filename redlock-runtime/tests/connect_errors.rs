@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 use redlock_runtime::{ConnectFailure, LockClient, LockError};
-use redlock_tests::{RedisServer, raw_connection};
+use redlock_tests::{RedisServer, require_password};
 
 /// A loopback port nothing listens on.
 fn closed_port() -> u16 {
@@ -64,15 +64,7 @@ async fn a_refused_connection_is_refused_not_a_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_fails_at_once() {
     let redis = RedisServer::start().await;
-    // Set after the start: the harness sees a server is up with a PING.
-    let mut admin = raw_connection(redis.url()).await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("right-secret")
-        .query_async(&mut admin)
-        .await
-        .expect("CONFIG SET requirepass");
+    require_password(redis.url(), "right-secret").await;
     let port = redis.port();
     for (url, what) in [
         (

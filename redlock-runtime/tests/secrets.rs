@@ -172,14 +172,7 @@ async fn connection_errors_and_logs_carry_no_password() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_wrong_password_over_tls_is_auth_and_leaks_nothing() {
     let tls = redlock_tests::TlsRedis::start(redlock_tests::ClientAuth::Off).await;
-    let mut admin = redlock_tests::raw_connection(tls.server.url()).await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("right-secret")
-        .query_async(&mut admin)
-        .await
-        .expect("CONFIG SET requirepass");
+    redlock_tests::require_password(tls.server.url(), "right-secret").await;
     let url = tls.url().replace("rediss://", "rediss://:wrong-Zq9@");
     let (logs, _guard) = LogCapture::start();
     let started = std::time::Instant::now();

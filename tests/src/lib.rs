@@ -78,7 +78,7 @@ pub use holder::LockHolder;
 pub use logs::LogCapture;
 pub use prometheus::series_value;
 pub use proxy::FaultProxy;
-pub use raw::{key_exists, raw_connection, start_replica};
+pub use raw::{key_exists, raw_connection, require_password, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};

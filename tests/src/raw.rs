@@ -58,3 +58,19 @@ pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
         );
     }
 }
+
+/// Makes the Redis at `url` require `password` (`CONFIG SET requirepass`,
+/// after the start: the harness sees a server is up with a plain `PING`).
+///
+/// # Panics
+/// When Redis cannot be reached or refuses the setting.
+pub async fn require_password(url: impl AsRef<str>, password: &str) {
+    let mut conn = raw_connection(url).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(password)
+        .query_async(&mut conn)
+        .await
+        .expect("CONFIG SET requirepass");
+}
