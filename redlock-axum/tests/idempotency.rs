@@ -192,6 +192,7 @@ async fn retry_after_while_running(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] backend: Backend) {
     let hinted = retry_after_while_running(backend, |l| l.retry_hint(Duration::from_secs(5))).await;
@@ -210,6 +211,7 @@ async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] b
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409(
     #[case] backend: Backend,
@@ -256,6 +258,7 @@ async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_ge
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -299,6 +302,7 @@ async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: B
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -324,6 +328,7 @@ async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_empty_non_ascii_and_overlong_keys_are_400(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -358,6 +363,7 @@ async fn malformed_empty_non_ascii_and_overlong_keys_are_400(#[case] backend: Ba
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_scopes_with_the_same_key_do_not_see_each_other(#[case] backend: Backend) {
     let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
@@ -392,6 +398,7 @@ async fn two_scopes_with_the_same_key_do_not_see_each_other(#[case] backend: Bac
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_or_503_releases_the_key_and_the_retry_runs_again(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -434,6 +441,7 @@ async fn a_500_or_503_releases_the_key_and_the_retry_runs_again(#[case] backend:
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_releases_its_key(#[case] backend: Backend) {
     let (b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -463,6 +471,7 @@ async fn a_panicking_handler_releases_its_key(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_response_is_delivered_once_and_then_not_replayable(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) =
@@ -492,6 +501,7 @@ async fn an_oversized_response_is_delivered_once_and_then_not_replayable(#[case]
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_disconnect_does_not_stop_the_handler_and_the_retry_is_replayed(
     #[case] backend: Backend,
@@ -628,6 +638,7 @@ async fn fail_open_lets_requests_through_while_redis_is_paused() {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] backend: Backend) {
     let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
@@ -656,6 +667,7 @@ async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] ba
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case] backend: Backend) {
     let (b, _locks, probe, mut events, server) =
@@ -669,28 +681,41 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case]
         .map(|_| tokio::spawn(async move { post_ok(addr, "/orders", Some("k-wait"), "{}").await }))
         .collect();
     // On Redis, the duplicate subscribes to the record's channel while it
-    // waits. (In memory it waits on the record itself, which nothing
+    // waits (on a cluster, a sharded channel on the master of the record's
+    // slot). (In memory it waits on the record itself, which nothing
     // outside shows: it may come in after the completion, and is replayed
     // as well.)
-    for server in b.servers() {
-        let mut raw = raw_redis(&server.url()).await;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let channels: Vec<String> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .arg("idem:*")
-                .query_async(&mut raw)
-                .await
-                .expect("PUBSUB CHANNELS");
-            if !channels.is_empty() {
-                break;
+    let servers = b.servers();
+    let needed = if b.cluster().is_some() {
+        1
+    } else {
+        servers.len()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut subscribed = 0;
+        for server in servers {
+            let mut raw = raw_redis(&server.url()).await;
+            let mut channels: Vec<String> = Vec::new();
+            for kind in ["CHANNELS", "SHARDCHANNELS"] {
+                let found: Vec<String> = redis::cmd("PUBSUB")
+                    .arg(kind)
+                    .arg("idem:*")
+                    .query_async(&mut raw)
+                    .await
+                    .expect("PUBSUB CHANNELS");
+                channels.extend(found);
             }
-            assert!(
-                Instant::now() < deadline,
-                "the duplicate never waited on the record"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            subscribed += usize::from(!channels.is_empty());
         }
+        if subscribed >= needed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the duplicate never waited on the record"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let opened = Instant::now();
     probe.open(1);
@@ -716,6 +741,7 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case]
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_are_optional_required_or_derived_and_other_methods_pass_through(
     #[case] backend: Backend,
@@ -805,6 +831,7 @@ async fn records_share_one_hash_tag_and_store_no_raw_key() {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_body_over_the_limit_is_413(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l.body_limit(64)).await;
@@ -818,6 +845,7 @@ async fn a_request_body_over_the_limit_is_413(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable(
     #[case] backend: Backend,
@@ -900,6 +928,7 @@ async fn header_methods_store_policy_mismatch_status_and_rejections_are_configur
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed(#[case] backend: Backend) {
     let lease = Duration::from_millis(300);

@@ -8,10 +8,10 @@ use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
-use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::open::{self, Connect};
 use crate::backend::redis::Replicas;
+use crate::backend::{Backend, OpError};
 use crate::backoff::RetryPolicy;
 use crate::client::LockClient;
 use crate::core::{Core, Settings};
@@ -126,6 +126,27 @@ impl LockClientBuilder {
         S: Into<String>,
     {
         self.target(Target::Redlock(urls.into_iter().map(Into::into).collect()))
+    }
+
+    /// Redis Cluster: one or more of its nodes (any of them: the client
+    /// reads the slot map from whichever answers, and finds the rest).
+    /// Each lock lives on the master that serves its key's slot; the lock,
+    /// its fencing counter, its fair line and its wake-up channel share the
+    /// key's `{hash tag}`, so one slot holds them all.
+    ///
+    /// Everything works as on one Redis: fair mode, push wake-ups (sharded
+    /// pub/sub on the lock's own shard, Redis 7), the batched watchdog (one
+    /// pipeline per master), [`replicas`](Self::replicas) (`WAIT` on the
+    /// master that took the write, in the same pipeline), the idempotency
+    /// layer. The client follows `MOVED`, `ASK` and `TRYAGAIN` itself within
+    /// each call's time limit, and reads the slot map again after a
+    /// failover. See the crate docs, "Which mode do I need".
+    pub fn cluster<I, S>(self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.target(Target::Cluster(urls.into_iter().map(Into::into).collect()))
     }
 
     /// Keep locks in this process's memory (see [`LockClient::in_memory`]),
@@ -392,12 +413,15 @@ impl LockClientBuilder {
         let client = self.build_unchecked()?;
         let core = client.core();
         let target = core.settings().target.clone();
-        core.backend().check().await.map_err(|e| {
-            let (failure, detail) = e.connect_failure();
-            LockError::Connect {
-                url: target.clone(),
-                failure,
-                detail,
+        core.backend().check().await.map_err(|e| match e {
+            OpError::NotCluster { node } => ConfigError::NotACluster { node }.into(),
+            e => {
+                let (failure, detail) = e.connect_failure();
+                LockError::Connect {
+                    url: target.clone(),
+                    failure,
+                    detail,
+                }
             }
         })?;
         if let Some((target, version)) = core.backend().too_old_servers(&target).await.pop() {
@@ -430,6 +454,7 @@ impl LockClientBuilder {
             fence_retention: self.settings.fence_retention,
             restart_delay: self.restart_delay,
             tls: self.tls.take(),
+            fail_fast: false,
         };
         let mut settings = self.settings;
         let (backend, wakeups) = match target {
@@ -461,6 +486,12 @@ impl LockClientBuilder {
                 let (backend, name) = open::redlock(&urls, &connect, node_timeout)?;
                 settings.target = name;
                 (Backend::Quorum(backend), Wakeups::off())
+            }
+            Target::Cluster(urls) => {
+                let (backend, name) = open::cluster(&urls, &connect)?;
+                let wakeups = Wakeups::sharded(backend.subscriber_nodes());
+                settings.target = name;
+                (Backend::Cluster(std::sync::Arc::new(backend)), wakeups)
             }
         };
         Ok(LockClient::from_core(Core::new(backend, settings, wakeups)))

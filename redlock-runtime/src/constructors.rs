@@ -40,6 +40,22 @@ impl LockClient {
         Self::builder().redlock(urls).build().await
     }
 
+    /// A Redis Cluster client with default settings, from one or more of
+    /// its nodes, checking that they are in cluster mode and answer. See
+    /// [`LockClientBuilder::cluster`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad URL, an empty or repeated node, or a
+    /// node not in cluster mode; [`LockError::Connect`] when no node
+    /// answers.
+    pub async fn cluster<I, S>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().cluster(urls).build().await
+    }
+
     /// A builder for a client with settings of your own.
     pub fn builder() -> LockClientBuilder {
         LockClientBuilder::default()

@@ -441,6 +441,22 @@ pub enum ConfigError {
         /// What is wrong with the list.
         reason: String,
     },
+    /// The Redis Cluster node list is empty or names a node twice.
+    #[error("invalid Redis Cluster nodes: {reason}")]
+    InvalidClusterNodes {
+        /// What is wrong with the list.
+        reason: String,
+    },
+    /// A node given to [`LockClientBuilder::cluster`](crate::LockClientBuilder::cluster)
+    /// is a Redis server without cluster mode.
+    #[error(
+        "{node} is not in cluster mode (`cluster-enabled no`): give the nodes of a Redis Cluster \
+         to `.cluster(..)`, or connect to a single server with `.url(..)`"
+    )]
+    NotACluster {
+        /// The node, password redacted.
+        node: String,
+    },
     /// The key prefix is too long.
     #[error("invalid key prefix: {len} bytes, at most {max} are allowed")]
     PrefixTooLong {

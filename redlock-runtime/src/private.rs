@@ -38,6 +38,12 @@ pub fn renewal_round_trips(client: &LockClient) -> u64 {
     client.core().watchdog().round_trips()
 }
 
+/// Redis Cluster: the watchdog's renewal pipelines sent to each node so
+/// far, by node name (`redis://host:port`); empty on other stores.
+pub fn renewal_pipelines_per_node(client: &LockClient) -> Vec<(String, u64)> {
+    client.core().backend().renewal_pipelines()
+}
+
 /// A lock key being built from the template's text and its arguments'
 /// `Display` output, percent-encoded (see the macro's docs).
 #[derive(Debug)]

@@ -1,8 +1,68 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
+//!
+//! Cluster-safe by construction, which `tests::every_script_is_cluster_safe`
+//! checks on every text: each key a script touches comes in `KEYS` (none is
+//! built inside Lua), every command name is a literal, and the keys of one
+//! call share the lock's `{hash tag}` (see `backend::Keys`), so one slot
+//! holds them and no cluster or proxy rejects a script.
+//!
+//! Scripts that wake waiters come in two texts: `PUBLISH` (one Redis,
+//! Redlock; the subscriber listens on that server) and `SPUBLISH` (Redis
+//! Cluster: sharded pub/sub stays on the shard that owns the lock's slot,
+//! where plain `PUBLISH` would be sent to every node).
 
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use redis::Script;
+
+/// How a script publishes its wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publish {
+    /// `PUBLISH`: one Redis server (and Redlock's nodes).
+    Plain,
+    /// `SPUBLISH` (Redis 7): on the shard that owns the channel's slot.
+    Sharded,
+}
+
+/// One script: its text, made of `parts`, in a `PUBLISH` and a `SPUBLISH`
+/// variant (the same text for a script that publishes nothing), each
+/// compiled once.
+#[derive(Debug)]
+pub(crate) struct Lua {
+    parts: &'static [&'static str],
+    plain: OnceLock<Script>,
+    sharded: OnceLock<Script>,
+}
+
+impl Lua {
+    const fn new(parts: &'static [&'static str]) -> Self {
+        Self {
+            parts,
+            plain: OnceLock::new(),
+            sharded: OnceLock::new(),
+        }
+    }
+
+    /// The script's text as sent with `publish`.
+    pub(crate) fn text(&self, publish: Publish) -> String {
+        let text = self.parts.concat();
+        match publish {
+            Publish::Plain => text,
+            // `pcall`: on a cluster older than Redis 7 (no `SPUBLISH`) the
+            // release still happens, and waiters poll.
+            Publish::Sharded => text.replace("redis.call('PUBLISH',", "redis.pcall('SPUBLISH',"),
+        }
+    }
+
+    /// The script, publishing with `publish`.
+    pub(crate) fn on(&self, publish: Publish) -> &Script {
+        let cell = match publish {
+            Publish::Plain => &self.plain,
+            Publish::Sharded => &self.sharded,
+        };
+        cell.get_or_init(|| Script::new(&self.text(publish)))
+    }
+}
 
 /// Lua: the next fencing token of the counter `key`, given `t` (the reply
 /// of `TIME`): the larger of the counter + 1 and Redis's clock in
@@ -44,10 +104,8 @@ end
 /// this same acquire got through but its answer was lost) the lease is
 /// reset and the fence of that attempt returned, so a retried acquire never
 /// locks itself out.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{NEXT_FENCE}{}",
-        r"
+pub(crate) static ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_BODY]);
+const ACQUIRE_BODY: &str = r"
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local not_before = tonumber(ARGV[5])
@@ -63,9 +121,7 @@ else
 end
 if ARGV[4] == '1' then return {1, fence, now_ms} end
 return {1, fence}
-"
-    ))
-});
+";
 
 /// Resets the lease if the token still holds the lock.
 ///
@@ -73,16 +129,13 @@ return {1, fence}
 /// a watchdog renewal, which never shortens the lease: a manual extend
 /// sent on another connection may have landed first with a longer one.
 /// Returns 1 or 0.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static EXTEND: Lua = Lua::new(&[EXTEND_BODY]);
+const EXTEND_BODY: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[3] == '1' and redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
-",
-    )
-});
+";
 
 /// Deletes the lock if the token still holds it, and publishes on the
 /// channel named like the lock key, which wakes the waiters; never touches
@@ -94,9 +147,8 @@ return 1
 /// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
 /// the holder's fencing token (`0`: none), `ARGV[3]` the counter's
 /// retention (ms). Returns 1 (released) or 0.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_BODY]);
+const RELEASE_BODY: &str = r"
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -108,9 +160,7 @@ if fence > 0 and fence > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
 return released
-",
-    )
-});
+";
 
 /// Ends a lock that must be held for a minimum time (ShedLock's
 /// `lockAtLeastFor`), measured on Redis's clock: if the minimum is not over,
@@ -121,9 +171,8 @@ return released
 /// minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
 /// expire when the minimum hold ends). A deletion publishes the first fair
 /// waiter's token, as [`FAIR_RELEASE`] does, so that it is the one woken.
-pub(crate) static RELEASE_AFTER_HOLD: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(&[RELEASE_AFTER_HOLD_BODY]);
+const RELEASE_AFTER_HOLD_BODY: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -137,9 +186,7 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
 return 1
-",
-    )
-});
+";
 
 /// Shared Lua for the fair scripts: Redis's clock in ms, and dropping the
 /// waiters at the head of the queue whose presence ran out.
@@ -171,10 +218,8 @@ end
 ///
 /// The hand-off path (the lock is free and the caller is first in line, or
 /// no one waits) reads no clock and purges nothing.
-pub(crate) static FAIR_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{FAIR_PRELUDE}{NEXT_FENCE}{}",
-        r"
+pub(crate) static FAIR_ACQUIRE: Lua = Lua::new(&[FAIR_PRELUDE, NEXT_FENCE, FAIR_ACQUIRE_BODY]);
+const FAIR_ACQUIRE_BODY: &str = r"
 local holder = redis.call('GET', KEYS[1])
 local fence
 if holder == ARGV[1] then
@@ -216,9 +261,7 @@ else
 end
 if ARGV[4] == '1' then return {1, fence, clock()} end
 return {1, fence}
-"
-    ))
-});
+";
 
 /// Fair release: deletes the lock if the token holds it and publishes the
 /// token first in line, which wakes exactly that waiter. (A dead waiter at
@@ -226,25 +269,20 @@ return {1, fence}
 /// within its presence.)
 ///
 /// `KEYS` lock, queue; `ARGV[1]` token. Returns 1 or 0.
-pub(crate) static FAIR_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static FAIR_RELEASE: Lua = Lua::new(&[FAIR_RELEASE_BODY]);
+const FAIR_RELEASE_BODY: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
 return 1
-",
-    )
-});
+";
 
 /// A fair waiter gives up: leaves the queue, and if that frees the line for
 /// the next waiter while the lock is free, wakes it.
 ///
 /// `KEYS` lock, queue, waiters; `ARGV[1]` token. Returns 1.
-pub(crate) static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{FAIR_PRELUDE}{}",
-        r"
+pub(crate) static FAIR_LEAVE: Lua = Lua::new(&[FAIR_PRELUDE, FAIR_LEAVE_BODY]);
+const FAIR_LEAVE_BODY: &str = r"
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -252,9 +290,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if head then redis.call('PUBLISH', KEYS[1], head) end
 end
 return 1
-"
-    ))
-});
+";
 
 // Idempotency records (the `redlock-axum` layer's, through
 // `__private::record`). A record is a hash at `KEYS[1]`:
@@ -273,10 +309,8 @@ return 1
 /// `{'mismatch'}`, `{'processing', pttl}` or `{state, code, hdr, body}`.
 /// Repeating it with the same owner while in progress answers
 /// `processing`: the give-back of a claim whose answer was lost releases it.
-pub(crate) static RECORD_CLAIM: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{NEXT_FENCE}{}",
-        r"
+pub(crate) static RECORD_CLAIM: Lua = Lua::new(&[NEXT_FENCE, RECORD_CLAIM_BODY]);
+const RECORD_CLAIM_BODY: &str = r"
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
 if not rec[1] then
   local fence = string.format('%.0f', next_fence(KEYS[2], ARGV[4], redis.call('TIME')))
@@ -288,55 +322,210 @@ if rec[2] ~= ARGV[3] then return {'mismatch'} end
 if rec[1] == 'p' then return {'processing', tostring(redis.call('PTTL', KEYS[1]))} end
 local done = redis.call('HMGET', KEYS[1], 'code', 'hdr', 'body')
 return {rec[1], done[1] or '', done[2] or '', done[3] or ''}
-",
-    ))
-});
+";
 
 /// Resets the lease while the owner holds the record. `ARGV` owner, lease
 /// (ms), and a third argument ignored (the lock's `EXTEND` takes one, so
 /// the watchdog's batch sends both alike). Returns 1 or 0.
-pub(crate) static RECORD_RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static RECORD_RENEW: Lua = Lua::new(&[RECORD_RENEW_BODY]);
+const RECORD_RENEW_BODY: &str = r"
 if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
-",
-    )
-});
+";
 
 /// in progress -> completed, for the owner only. `ARGV` owner, state (`c`
 /// or `n`), status code, headers, body, retention (ms). Returns 1 or 0.
-pub(crate) static RECORD_COMPLETE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static RECORD_COMPLETE: Lua = Lua::new(&[RECORD_COMPLETE_BODY]);
+const RECORD_COMPLETE_BODY: &str = r"
 if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'st', ARGV[2], 'code', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('HDEL', KEYS[1], 'own')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PUBLISH', KEYS[1], '')
 return 1
-",
-    )
-});
+";
 
 /// in progress -> absent, for the owner only. `ARGV` owner. Returns 1 or 0.
-pub(crate) static RECORD_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) static RECORD_RELEASE: Lua = Lua::new(&[RECORD_RELEASE_BODY]);
+const RECORD_RELEASE_BODY: &str = r"
 if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], '')
 return 1
-",
-    )
-});
+";
 
 /// The script that renews a lease of this kind: the lock's `EXTEND`, or the
 /// record's `RECORD_RENEW` (same arguments).
 pub(crate) fn renew_script(kind: crate::backend::Kind) -> &'static Script {
     match kind {
-        crate::backend::Kind::Lock => &EXTEND,
-        crate::backend::Kind::Record => &RECORD_RENEW,
+        crate::backend::Kind::Lock => EXTEND.on(Publish::Plain),
+        crate::backend::Kind::Record => RECORD_RENEW.on(Publish::Plain),
+    }
+}
+
+/// Every script, for the checks below.
+#[cfg(test)]
+pub(crate) const ALL: [(&str, &Lua); 11] = [
+    ("ACQUIRE", &ACQUIRE),
+    ("EXTEND", &EXTEND),
+    ("RELEASE", &RELEASE),
+    ("RELEASE_AFTER_HOLD", &RELEASE_AFTER_HOLD),
+    ("FAIR_ACQUIRE", &FAIR_ACQUIRE),
+    ("FAIR_RELEASE", &FAIR_RELEASE),
+    ("FAIR_LEAVE", &FAIR_LEAVE),
+    ("RECORD_CLAIM", &RECORD_CLAIM),
+    ("RECORD_RENEW", &RECORD_RENEW),
+    ("RECORD_COMPLETE", &RECORD_COMPLETE),
+    ("RECORD_RELEASE", &RECORD_RELEASE),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of every `redis.call(...)` / `redis.pcall(...)` argument
+    /// list in `text`, up to its closing parenthesis.
+    fn calls(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        for (at, _) in text.match_indices("redis.") {
+            let rest = &text[at..];
+            let Some(open) = rest.find('(') else { continue };
+            let head = &rest[..open];
+            if head != "redis.call" && head != "redis.pcall" {
+                continue;
+            }
+            let mut depth = 0;
+            for (i, c) in rest[open..].char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            out.push(&rest[open + 1..open + i]);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// Splits a call's arguments at the top-level commas.
+    fn arguments(call: &str) -> Vec<&str> {
+        let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+        for (i, c) in call.char_indices() {
+            match c {
+                '(' | '{' => depth += 1,
+                ')' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(call[start..i].trim());
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(call[start..].trim());
+        out
+    }
+
+    /// Commands whose first argument is a key (or, for the publishes, a
+    /// channel that Redis Cluster routes by slot like a key).
+    const KEYED: [&str; 16] = [
+        "GET", "SET", "DEL", "EXISTS", "PEXPIRE", "PTTL", "PUBLISH", "SPUBLISH", "LINDEX", "LPOP",
+        "RPUSH", "LREM", "ZSCORE", "ZADD", "ZREM", "HSET",
+    ];
+
+    /// What in `text` a cluster or proxy would reject: a command name that
+    /// is not a literal, a key not taken from `KEYS`, a key built in Lua.
+    fn problems(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let found = calls(text);
+        if found.is_empty() {
+            out.push("no redis.call found".to_owned());
+        }
+        for call in found {
+            let args = arguments(call);
+            let command = args[0];
+            // A literal command name: a quoted upper-case word.
+            let Some(name) = command
+                .strip_prefix('\'')
+                .and_then(|c| c.strip_suffix('\''))
+                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase()))
+            else {
+                out.push(format!("command name is not a literal: {call}"));
+                continue;
+            };
+            if KEYED.contains(&name) || name.starts_with('H') {
+                // Its key is one of KEYS, or a parameter of a shared Lua
+                // function that is only ever given one (checked below).
+                let key = args.get(1).copied().unwrap_or("");
+                if !(key.starts_with("KEYS[") || ["key", "queue", "waiters"].contains(&key)) {
+                    out.push(format!("{name} on a key not from KEYS: {call}"));
+                }
+            } else if name != "TIME" {
+                out.push(format!(
+                    "unknown command {name} (add it to KEYED if keyed): {call}"
+                ));
+            }
+        }
+        // No key is built inside Lua: no string concatenation at all.
+        if text.contains("..") {
+            out.push("string concatenation".to_owned());
+        }
+        for helper in ["next_fence(", "purge("] {
+            for (at, _) in text.match_indices(helper) {
+                if !text[..at].ends_with("function ")
+                    && !text[at + helper.len()..].starts_with("KEYS[")
+                {
+                    out.push(format!("{helper}..) given a key not from KEYS"));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_script_is_cluster_safe() {
+        for (name, script) in ALL {
+            for publish in [Publish::Plain, Publish::Sharded] {
+                let found = problems(&script.text(publish));
+                assert!(found.is_empty(), "{name} ({publish:?}): {found:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_check_finds_what_a_cluster_rejects() {
+        for bad in [
+            "redis.call('GET', 'lock:' .. ARGV[1])",
+            "redis.call('GET', ARGV[1])",
+            "redis.call(ARGV[2], KEYS[1])",
+            "local c = 'DEL'; redis.call(c, KEYS[1])",
+            "redis.call('SET', KEYS[1] .. ':x', 1)",
+            "redis.call('EVAL', 'return 1', 0)",
+            "local x = next_fence(ARGV[1], 1, t)",
+            "return 1",
+        ] {
+            assert!(!problems(bad).is_empty(), "not caught: {bad}");
+        }
+        assert!(problems("redis.call('DEL', KEYS[1])").is_empty());
+    }
+
+    #[test]
+    fn sharded_variants_publish_with_spublish_only() {
+        for (name, script) in ALL {
+            let sharded = script.text(Publish::Sharded);
+            assert!(!sharded.contains("'PUBLISH'"), "{name}");
+            let plain = script.text(Publish::Plain);
+            assert!(!plain.contains("SPUBLISH"), "{name}");
+            assert_eq!(
+                plain.contains("'PUBLISH'"),
+                sharded.contains("'SPUBLISH'"),
+                "{name}"
+            );
+        }
     }
 }

@@ -14,6 +14,7 @@ pub(crate) enum Target {
     Pool(Pool<RedisConnectionManager>),
     Manager(ConnectionManager),
     Redlock(Vec<String>),
+    Cluster(Vec<String>),
     Memory,
 }
 
@@ -22,7 +23,7 @@ impl Target {
     pub(crate) fn urls(&self) -> &[String] {
         match self {
             Self::Url(url) => std::slice::from_ref(url),
-            Self::Redlock(urls) => urls,
+            Self::Redlock(urls) | Self::Cluster(urls) => urls,
             Self::Pool(_) | Self::Manager(_) | Self::Memory => &[],
         }
     }
@@ -34,6 +35,7 @@ impl Target {
             Self::Pool(_) => "`.pool(..)`",
             Self::Manager(_) => "`.connection_manager(..)`",
             Self::Redlock(_) => "`.redlock(..)`",
+            Self::Cluster(_) => "`.cluster(..)`",
             Self::Memory => "`.in_memory()`",
         }
     }
@@ -47,6 +49,10 @@ impl fmt::Debug for Target {
             Self::Manager(_) => f.write_str("ConnectionManager"),
             Self::Redlock(urls) => f
                 .debug_tuple("Redlock")
+                .field(&urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
+                .finish(),
+            Self::Cluster(urls) => f
+                .debug_tuple("Cluster")
                 .field(&urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
                 .finish(),
             Self::Memory => f.write_str("Memory"),

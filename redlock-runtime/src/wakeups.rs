@@ -4,6 +4,16 @@
 //! it sleep out its backoff. Only waiters on that key wake, and one per
 //! client, so a release does not send a herd to Redis for one free lock.
 //!
+//! On Redis Cluster the releases publish with `SPUBLISH` and the subscriber
+//! listens with `SSUBSCRIBE`: sharded pub/sub keeps each message on the
+//! shard that owns the lock's slot, where plain `PUBLISH` is sent to every
+//! node. The subscriber is redis-rs's cluster connection (RESP3), which
+//! sends each `SSUBSCRIBE` to the slot's master and subscribes again where
+//! a slot moved; when a node drops a channel itself (an unsolicited
+//! `SUNSUBSCRIBE` as its slot leaves), the channel is subscribed again. On
+//! a cluster older than Redis 7 there is no sharded pub/sub: releases skip
+//! the publish and waiters poll.
+//!
 //! A message can be missed (the subscriber reconnecting, a lease that ran
 //! out instead of being released): waiters therefore keep polling with
 //! backoff, capped by the holder's remaining lease, so a missed message
@@ -15,10 +25,44 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::PubSubSink;
+use redis::cluster_async::ClusterConnection;
+use redis::{ConnectionInfo, PushInfo, PushKind};
 use tokio::sync::Notify;
 
 /// How long to wait before reconnecting a lost subscriber connection.
 const RECONNECT_DELAY: Duration = Duration::from_millis(200);
+
+/// How to (un)subscribe on the live subscriber connection.
+#[derive(Clone)]
+enum Sink {
+    Plain(PubSubSink),
+    Sharded(ClusterConnection),
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Plain(_) => "Plain",
+            Self::Sharded(_) => "Sharded",
+        })
+    }
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Self::Plain(sink) => sink.subscribe(channel).await,
+            Self::Sharded(conn) => conn.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Self::Plain(sink) => sink.unsubscribe(channel).await,
+            Self::Sharded(conn) => conn.sunsubscribe(channel).await,
+        }
+    }
+}
 
 /// The wake-up side of a client.
 #[derive(Debug)]
@@ -38,6 +82,9 @@ struct Inner {
 enum Delivery {
     /// Redis: a subscriber connection opened with this client.
     Subscriber(Box<redis::Client>),
+    /// Redis Cluster: sharded pub/sub through a cluster connection seeded
+    /// with these nodes.
+    Sharded(Vec<ConnectionInfo>),
     /// In memory: releases in this process wake waiters directly.
     Local,
     /// No wake-ups (a client built from a pool alone has no URL to open a
@@ -49,7 +96,7 @@ enum Delivery {
 struct State {
     channels: HashMap<String, Channel>,
     /// The live subscriber connection's sink.
-    sink: Option<PubSubSink>,
+    sink: Option<Sink>,
     running: bool,
 }
 
@@ -101,6 +148,12 @@ impl Wakeups {
         Self::with(Delivery::Subscriber(Box::new(client)))
     }
 
+    /// Wake-ups through sharded pub/sub on the Redis Cluster these nodes
+    /// belong to.
+    pub(crate) fn sharded(nodes: Vec<ConnectionInfo>) -> Self {
+        Self::with(Delivery::Sharded(nodes))
+    }
+
     /// Wake-ups inside this process: the in-memory backend wakes waiters
     /// through the [`LocalWake`] as it releases.
     pub(crate) fn local() -> (Self, LocalWake) {
@@ -129,7 +182,7 @@ impl Wakeups {
         let needs_subscriber = match self.inner.delivery {
             Delivery::Off => return None,
             Delivery::Local => false,
-            Delivery::Subscriber(_) => true,
+            Delivery::Subscriber(_) | Delivery::Sharded(_) => true,
         };
         let (notify, sink) = {
             let mut state = self.inner.state();
@@ -154,7 +207,15 @@ impl Wakeups {
             };
             if needs_subscriber && !state.running {
                 state.running = true;
-                tokio::spawn(subscriber(Arc::clone(&self.inner)));
+                let inner = Arc::clone(&self.inner);
+                match &self.inner.delivery {
+                    Delivery::Sharded(nodes) => {
+                        tokio::spawn(sharded_subscriber(inner, nodes.clone()));
+                    }
+                    _ => {
+                        tokio::spawn(subscriber(inner));
+                    }
+                }
             }
             (notify, if first { state.sink.clone() } else { None })
         };
@@ -271,7 +332,8 @@ async fn subscriber(inner: Arc<Inner>) {
                 continue;
             }
         };
-        let (mut sink, mut stream) = pubsub.split();
+        let (sink, mut stream) = pubsub.split();
+        let mut sink = Sink::Plain(sink);
         let channels: Vec<String> = {
             let mut state = inner.state();
             state.sink = Some(sink.clone());
@@ -308,6 +370,107 @@ async fn subscriber(inner: Arc<Inner>) {
         }
         inner.state().sink = None;
         tracing::debug!(target: "redlock", "wake-up subscriber connection lost; reconnecting");
+        if closed_within(&inner, RECONNECT_DELAY).await {
+            return;
+        }
+    }
+}
+
+/// The cluster's subscriber: one redis-rs cluster connection (RESP3) whose
+/// pushes come through a channel; it reconnects and moves subscriptions
+/// with the slots by itself.
+async fn sharded_subscriber(inner: Arc<Inner>, nodes: Vec<ConnectionInfo>) {
+    loop {
+        let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel::<PushInfo>();
+        let built = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .retries(2)
+            .build();
+        let client = match built {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::debug!(target: "redlock", %error, "wake-up subscriber cannot be built; waiters poll");
+                return;
+            }
+        };
+        let connected = tokio::select! {
+            () = inner.closed.notified() => return,
+            c = tokio::time::timeout(Duration::from_secs(4), client.get_async_connection()) => c,
+        };
+        let conn = match connected {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(error)) => {
+                tracing::debug!(target: "redlock", %error, "wake-up subscriber could not connect to the cluster; waiters poll");
+                if closed_within(&inner, RECONNECT_DELAY).await {
+                    return;
+                }
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let mut sink = Sink::Sharded(conn);
+        let channels: Vec<String> = {
+            let mut state = inner.state();
+            state.sink = Some(sink.clone());
+            state.channels.keys().cloned().collect()
+        };
+        for channel in &channels {
+            if let Err(error) = sink.subscribe(channel).await {
+                tracing::debug!(target: "redlock", %error, "wake-up SSUBSCRIBE failed (Redis older than 7?); waiters poll");
+            }
+        }
+        for channel in inner.state().channels.values() {
+            channel.wake_all();
+        }
+        loop {
+            let push = tokio::select! {
+                () = inner.closed.notified() => return,
+                push = pushes.recv() => push,
+            };
+            let Some(PushInfo { kind, data }) = push else {
+                break;
+            };
+            let text = |i: usize| match data.get(i) {
+                Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                Some(redis::Value::SimpleString(s)) => s.clone(),
+                _ => String::new(),
+            };
+            match kind {
+                PushKind::SMessage | PushKind::Message => {
+                    let state = inner.state();
+                    if let Some(channel) = state.channels.get(&text(0)) {
+                        channel.wake(&text(1));
+                    }
+                }
+                // A node dropped the channel as its slot left (or we did):
+                // subscribe again where the slot is now, if still watched.
+                PushKind::SUnsubscribe => {
+                    let channel = text(0);
+                    let watched = inner.state().channels.contains_key(&channel);
+                    if watched {
+                        tracing::debug!(target: "redlock", "wake-up channel dropped by its node (slot moved?); subscribing again");
+                        let mut sink = sink.clone();
+                        tokio::spawn(async move {
+                            let _ = sink.subscribe(&channel).await;
+                        });
+                        if let Some(channel) = inner.state().channels.get(&text(0)) {
+                            channel.wake_all();
+                        }
+                    }
+                }
+                // A node connection was lost: releases may have been missed.
+                PushKind::Disconnection => {
+                    for channel in inner.state().channels.values() {
+                        channel.wake_all();
+                    }
+                }
+                _ => {}
+            }
+        }
+        inner.state().sink = None;
         if closed_within(&inner, RECONNECT_DELAY).await {
             return;
         }

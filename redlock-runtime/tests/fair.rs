@@ -25,6 +25,7 @@ async fn queued(b: &Started, key: &str, n: usize) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -70,6 +71,7 @@ fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -105,6 +107,7 @@ fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -131,6 +134,7 @@ fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
 fn fair_waiters_are_served_in_arrival_order_and_give_up_cleanly(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;

@@ -32,6 +32,7 @@ async fn client(url: &str) -> LockClient {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn acquire_busy_release(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -67,6 +68,7 @@ fn acquire_busy_release(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -103,6 +105,7 @@ fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend)
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -123,6 +126,7 @@ fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
     #[case] backend: Backend,
 ) {
@@ -184,6 +188,7 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -219,6 +224,7 @@ fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn extend_changes_the_lease(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -246,6 +252,7 @@ fn extend_changes_the_lease(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn dropping_a_guard_releases_it(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -270,6 +277,7 @@ fn dropping_a_guard_releases_it(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -293,6 +301,7 @@ fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn bad_input_gives_clear_typed_errors(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -59,6 +60,7 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -165,6 +167,7 @@ fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: 
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -188,6 +191,7 @@ fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -230,6 +234,7 @@ fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -254,6 +259,7 @@ fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backe
 #[case::redis(Backend::Redis)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
 fn hold_at_least_keeps_other_nodes_out_for_the_minimum(#[case] backend: Backend) {
     backend.run(|b| async move {
         let node_a = b.client().await;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redlock_runtime::LockClient;
 
-use crate::RedisServer;
+use crate::{RedisCluster, RedisServer};
 
 /// How many nodes a [`Backend::Redlock`] case starts.
 pub const REDLOCK_NODES: usize = 3;
@@ -44,6 +44,9 @@ pub enum Backend {
     /// ([`LockClient::from_connection_manager`]): no wake-up subscriber,
     /// waiters poll.
     Manager,
+    /// A Redis Cluster of 3 masters (no replicas), through
+    /// [`LockClient::cluster`].
+    Cluster,
 }
 
 impl Backend {
@@ -54,6 +57,7 @@ impl Backend {
             Backend::Redis => "redis",
             Backend::Redlock => "redlock",
             Backend::Manager => "manager",
+            Backend::Cluster => "cluster",
         }
     }
 
@@ -123,9 +127,13 @@ impl Backend {
 
     async fn start_with(self, paused: bool) -> Started {
         let nodes = match self {
-            Backend::Memory => 0,
+            Backend::Memory | Backend::Cluster => 0,
             Backend::Redis | Backend::Manager => 1,
             Backend::Redlock => REDLOCK_NODES,
+        };
+        let cluster = match self {
+            Backend::Cluster => Some(RedisCluster::start(3, 0).await),
+            _ => None,
         };
         let mut servers = Vec::with_capacity(nodes);
         for _ in 0..nodes {
@@ -134,6 +142,7 @@ impl Backend {
         Started {
             backend: self,
             servers,
+            cluster,
             memory: (self == Backend::Memory).then(LockClient::in_memory),
             paused,
         }
@@ -145,6 +154,7 @@ impl Backend {
 pub struct Started {
     backend: Backend,
     servers: Vec<RedisServer>,
+    cluster: Option<RedisCluster>,
     /// The one in-memory store every client of a memory case shares.
     memory: Option<LockClient>,
     paused: bool,
@@ -183,19 +193,29 @@ impl Started {
                     .expect("a ConnectionManager to the test Redis");
                 LockClient::from_connection_manager(manager)
             }
+            Backend::Cluster => LockClient::cluster(self.urls())
+                .await
+                .expect("connect to the test cluster"),
         }
     }
 
+    /// The cluster of a [`Backend::Cluster`] case.
+    pub fn cluster(&self) -> Option<&RedisCluster> {
+        self.cluster.as_ref()
+    }
+
     /// The servers of this case: none for memory, one for Redis (and a
-    /// `ConnectionManager`), every
-    /// node for Redlock.
+    /// `ConnectionManager`), every node for Redlock and Cluster.
     pub fn servers(&self) -> &[RedisServer] {
-        &self.servers
+        match &self.cluster {
+            Some(cluster) => cluster.nodes(),
+            None => &self.servers,
+        }
     }
 
     /// The URLs of [`Started::servers`].
     pub fn urls(&self) -> Vec<String> {
-        self.servers.iter().map(RedisServer::url).collect()
+        self.servers().iter().map(RedisServer::url).collect()
     }
 
     /// How late an event may come in a timing assertion: nothing on the

@@ -86,7 +86,12 @@ impl LastError {
             detail: error.to_string(),
             at: Instant::now(),
         });
-        if failure.is_permanent() {
+        if failure.is_permanent()
+            || matches!(
+                failure,
+                ConnectFailure::Refused | ConnectFailure::Unreachable
+            )
+        {
             self.0.permanent.notify_waiters();
         }
     }
@@ -102,13 +107,22 @@ impl LastError {
     }
 
     /// Resolves with the first permanent failure seen since `since` (at
-    /// once if there is one already); never resolves otherwise.
-    async fn permanent(&self, since: Instant) -> OpError {
+    /// once if there is one already); never resolves otherwise. With
+    /// `refusals`, a refused or unreachable server counts as permanent too.
+    async fn permanent(&self, since: Instant, refusals: bool) -> OpError {
+        let fatal = |f: &Failure| {
+            f.failure.is_permanent()
+                || (refusals
+                    && matches!(
+                        f.failure,
+                        ConnectFailure::Refused | ConnectFailure::Unreachable
+                    ))
+        };
         loop {
             let notified = self.0.permanent.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(f) = self.since(since).filter(|f| f.failure.is_permanent()) {
+            if let Some(f) = self.since(since).filter(fatal) {
                 return f.into_error();
             }
             notified.await;
@@ -149,11 +163,48 @@ impl Source {
 }
 
 /// A connection as commands use it: a pooled multiplexed connection or the
-/// user's `ConnectionManager`, both cheap handles to one connection.
+/// user's `ConnectionManager`, both cheap handles to one connection; or one
+/// of them following a Redis Cluster `ASK` redirect.
 #[derive(Clone)]
 pub(crate) enum Conn {
     Multiplexed(MultiplexedConnection),
     Manager(ConnectionManager),
+    /// Sends `ASKING` just before each command, in the same write, so the
+    /// node importing a slot serves it (`ASKING` holds for the next
+    /// command only, which nothing else on the multiplexed connection can
+    /// come between).
+    Asking(Box<Conn>),
+}
+
+tokio::task_local! {
+    /// Set around a call that follows an `ASK` redirect: the lanes hand out
+    /// [`Conn::Asking`] connections inside it (see `cluster.rs`).
+    pub(crate) static ASKING: ();
+}
+
+/// Whether the current call follows an `ASK` redirect.
+pub(crate) fn asking() -> bool {
+    ASKING.try_with(|()| ()).is_ok()
+}
+
+impl Conn {
+    /// This connection, sending `ASKING` before each command.
+    pub(crate) fn asking(self) -> Self {
+        match self {
+            asking @ Self::Asking(_) => asking,
+            conn => Self::Asking(Box::new(conn)),
+        }
+    }
+}
+
+/// `pipeline`'s commands from `offset`, `count` of them, each after an
+/// `ASKING`.
+fn with_asking(pipeline: &redis::Pipeline, offset: usize, count: usize) -> redis::Pipeline {
+    let mut asking = redis::pipe();
+    for cmd in pipeline.cmd_iter().skip(offset).take(count) {
+        asking.cmd("ASKING").add_command(cmd.clone());
+    }
+    asking
 }
 
 impl ConnectionLike for Conn {
@@ -161,6 +212,17 @@ impl ConnectionLike for Conn {
         match self {
             Self::Multiplexed(c) => c.req_packed_command(cmd),
             Self::Manager(c) => c.req_packed_command(cmd),
+            Self::Asking(c) => Box::pin(async move {
+                let mut pipe = redis::pipe();
+                pipe.cmd("ASKING").add_command(cmd.clone());
+                let mut replies = c.req_packed_commands(&pipe, 0, 2).await?;
+                replies
+                    .pop()
+                    .ok_or_else(|| {
+                        redis::RedisError::from((redis::ErrorKind::Parse, "no reply after ASKING"))
+                    })?
+                    .extract_error()
+            }),
         }
     }
 
@@ -173,6 +235,12 @@ impl ConnectionLike for Conn {
         match self {
             Self::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Manager(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Asking(c) => Box::pin(async move {
+                let asking = with_asking(pipeline, offset, count);
+                let replies = c.req_packed_commands(&asking, 0, asking.len()).await?;
+                // Every other reply is an `ASKING`'s `OK`.
+                Ok(replies.into_iter().skip(1).step_by(2).collect())
+            }),
         }
     }
 
@@ -180,6 +248,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Multiplexed(c) => c.get_db(),
             Self::Manager(c) => c.get_db(),
+            Self::Asking(c) => c.get_db(),
         }
     }
 }
@@ -198,6 +267,16 @@ pub(crate) struct Link {
     _held: Option<Arc<PooledConnection<'static, RedisConnectionManager>>>,
 }
 
+impl Link {
+    /// This link, following an `ASK` redirect (see [`Conn::Asking`]).
+    pub(crate) fn asking(self) -> Self {
+        Self {
+            conn: self.conn.asking(),
+            ..self
+        }
+    }
+}
+
 /// Connection ids, unique in the process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -210,6 +289,9 @@ pub(crate) struct Lane {
     last_error: LastError,
     /// Whether new connections learn their server's boot time.
     learn_boot: bool,
+    /// Whether a refused connection fails the waiting commands at once
+    /// (a cluster node: the cluster may have another master for the slot).
+    fail_fast: bool,
 }
 
 impl fmt::Debug for Lane {
@@ -243,12 +325,20 @@ impl Lane {
             hasher: RandomState::new(),
             last_error,
             learn_boot: false,
+            fail_fast: false,
         }
     }
 
     /// New connections learn their server's boot time (see the module docs).
     pub(crate) fn learning_boot_time(mut self) -> Self {
         self.learn_boot = true;
+        self
+    }
+
+    /// A refused or unreachable server fails the commands waiting for a
+    /// connection at once, instead of after the connection timeout.
+    pub(crate) fn failing_fast(mut self) -> Self {
+        self.fail_fast = true;
         self
     }
 
@@ -334,7 +424,7 @@ impl Lane {
         let (conn, held) = tokio::select! {
             biased;
             got = connect => got?,
-            failed = self.last_error.permanent(recent) => return Err(failed),
+            failed = self.last_error.permanent(recent, self.fail_fast) => return Err(failed),
         };
         self.last_error.clear();
         let boot_ms = if self.learn_boot {

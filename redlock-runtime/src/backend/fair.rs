@@ -32,6 +32,7 @@ impl RedisBackend {
                     let (queue, waiters) = (&queue, &waiters);
                     async move {
                         scripts::FAIR_ACQUIRE
+                            .on(self.publish)
                             .key(&keys.lock)
                             .key(&keys.fence)
                             .key(queue)
@@ -63,6 +64,7 @@ impl RedisBackend {
                 let queue = &queue;
                 async move {
                     scripts::FAIR_RELEASE
+                        .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
                         .arg(token)
@@ -87,6 +89,7 @@ impl RedisBackend {
                 let (queue, waiters) = (&queue, &waiters);
                 async move {
                     scripts::FAIR_LEAVE
+                        .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
                         .key(waiters)

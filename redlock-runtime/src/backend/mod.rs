@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::error::{ConnectFailure, LockError, Operation, QuorumDetail};
 
+pub(crate) mod cluster;
 pub(crate) mod conn;
 mod fair;
 pub(crate) mod memory;
@@ -19,6 +20,7 @@ pub(crate) mod open;
 pub(crate) mod quorum;
 mod records;
 pub(crate) mod redis;
+mod slots;
 mod votes;
 
 /// The Redis keys of one lock: the lease and its fencing counter, sharing a
@@ -241,6 +243,16 @@ pub(crate) enum OpError {
     /// Redis answered something the scripts never return.
     #[error("unexpected reply from Redis: {0}")]
     Reply(String),
+    /// Redis Cluster: the lock's keys would hash to different slots.
+    #[error(
+        "the key leaves the lock's hash tag empty (it starts with `}}`, or the key prefix holds \
+         `{{}}`), so Redis Cluster would put the lock and its fencing counter in different \
+         slots; change the key or prefix"
+    )]
+    CrossSlot,
+    /// Redis Cluster: a listed node is not in cluster mode.
+    #[error("{node} is not in cluster mode (cluster support disabled)")]
+    NotCluster { node: String },
 }
 
 impl OpError {
@@ -255,6 +267,7 @@ impl OpError {
                 false
             }
             Self::Reply(_) => true,
+            Self::CrossSlot | Self::NotCluster { .. } => false,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
@@ -262,9 +275,14 @@ impl OpError {
 
     /// Why a connection check failed, classified, with the detail.
     pub(crate) fn connect_failure(self) -> (ConnectFailure, String) {
+        self.connect_failure_ref()
+    }
+
+    /// [`connect_failure`](Self::connect_failure), borrowing.
+    pub(crate) fn connect_failure_ref(&self) -> (ConnectFailure, String) {
         match self {
-            Self::Connect { failure, detail } => (failure, detail),
-            Self::Redis(e) => (ConnectFailure::of(&e), e.to_string()),
+            Self::Connect { failure, detail } => (*failure, detail.clone()),
+            Self::Redis(e) => (ConnectFailure::of(e), e.to_string()),
             e @ (Self::Pool { .. } | Self::Timeout(_)) => (ConnectFailure::Timeout, e.to_string()),
             e => (ConnectFailure::Other, e.to_string()),
         }
@@ -279,7 +297,7 @@ impl OpError {
             | Self::Replicas { .. }
             | Self::Quorum(_)
             | Self::Restarted { .. } => true,
-            Self::Full(_) | Self::Reply(_) => false,
+            Self::Full(_) | Self::Reply(_) | Self::CrossSlot | Self::NotCluster { .. } => false,
         }
     }
 
@@ -320,6 +338,13 @@ impl OpError {
                 op,
                 detail: *detail,
             },
+            e @ Self::CrossSlot => LockError::InvalidKey {
+                key,
+                reason: e.to_string(),
+            },
+            Self::NotCluster { node } => {
+                LockError::Config(crate::error::ConfigError::NotACluster { node })
+            }
             // Only a Redlock node answers this, and the quorum backend turns
             // it into a node failure; kept whole should it ever surface.
             e @ (Self::Restarted { .. } | Self::Full(_) | Self::Reply(_)) => LockError::Redis {
@@ -341,16 +366,19 @@ pub enum Mode {
     Redlock,
     /// This process's memory.
     Memory,
+    /// Redis Cluster: each lock on the master that serves its slot.
+    Cluster,
 }
 
 impl Mode {
-    /// `"redis"`, `"redlock"` or `"memory"`: the `backend` label of the
-    /// [metrics](crate::metrics).
+    /// `"redis"`, `"redlock"`, `"memory"` or `"cluster"`: the `backend`
+    /// label of the [metrics](crate::metrics).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Redis => "redis",
             Self::Redlock => "redlock",
             Self::Memory => "memory",
+            Self::Cluster => "cluster",
         }
     }
 }
@@ -368,6 +396,7 @@ pub(crate) enum Backend {
     Redis(redis::RedisBackend),
     Memory(memory::MemoryBackend),
     Quorum(quorum::QuorumBackend),
+    Cluster(std::sync::Arc<cluster::ClusterBackend>),
 }
 
 /// Runs one verb on whichever store this is: the Redis ones are async and
@@ -377,6 +406,7 @@ macro_rules! dispatch {
         match $self {
             Self::Redis(b) => b.$verb($request, $limit).await,
             Self::Quorum(b) => b.$verb($request, $limit).await,
+            Self::Cluster(b) => b.$verb($request, $limit).await,
             Self::Memory(b) => Ok(b.$verb($request)),
         }
     };
@@ -389,6 +419,7 @@ impl Backend {
             Self::Redis(_) => Mode::Redis,
             Self::Quorum(_) => Mode::Redlock,
             Self::Memory(_) => Mode::Memory,
+            Self::Cluster(_) => Mode::Cluster,
         }
     }
 
@@ -403,7 +434,16 @@ impl Backend {
     pub(crate) fn validity(&self, ttl: Duration) -> Duration {
         match self {
             Self::Quorum(_) => ttl.saturating_sub(quorum::drift(ttl)),
-            Self::Redis(_) | Self::Memory(_) => ttl,
+            Self::Redis(_) | Self::Memory(_) | Self::Cluster(_) => ttl,
+        }
+    }
+
+    /// Redis Cluster: the watchdog's renewal pipelines sent to each node so
+    /// far, by node name (empty on other stores).
+    pub(crate) fn renewal_pipelines(&self) -> Vec<(String, u64)> {
+        match self {
+            Self::Cluster(c) => c.renewal_pipelines(),
+            Self::Redis(_) | Self::Memory(_) | Self::Quorum(_) => Vec::new(),
         }
     }
 
@@ -411,7 +451,7 @@ impl Backend {
     pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
         match self {
             Self::Redis(b) => b.pool(),
-            Self::Memory(_) | Self::Quorum(_) => None,
+            Self::Memory(_) | Self::Quorum(_) | Self::Cluster(_) => None,
         }
     }
 
@@ -456,6 +496,7 @@ impl Backend {
         match self {
             Self::Redis(b) => b.claim(claim, limit).await,
             Self::Quorum(b) => b.claim(claim, limit).await,
+            Self::Cluster(b) => b.claim(claim, limit).await,
             // The memory store may be full.
             Self::Memory(b) => b.claim(claim),
         }
@@ -505,16 +546,30 @@ impl Backend {
         match self {
             Self::Redis(b) => b.check().await,
             Self::Quorum(b) => b.check().await,
+            Self::Cluster(b) => b.check().await,
             Self::Memory(_) => Ok(()),
         }
     }
 
-    /// Each Redis server with its name (`target` for a single one).
-    fn servers<'a>(&'a self, target: &'a str) -> Vec<(&'a redis::RedisBackend, &'a str)> {
+    /// Each Redis server with its name (`target` for a single one; a
+    /// cluster's masters as its map has them).
+    fn servers(&self, target: &str) -> Vec<(Server<'_>, String)> {
         match self {
             Self::Memory(_) => Vec::new(),
-            Self::Redis(b) => vec![(b, target)],
-            Self::Quorum(q) => q.nodes(),
+            Self::Redis(b) => vec![(Server::Borrowed(b), target.to_owned())],
+            Self::Quorum(q) => q
+                .nodes()
+                .into_iter()
+                .map(|(b, name)| (Server::Borrowed(b), name.to_owned()))
+                .collect(),
+            Self::Cluster(c) => c
+                .masters()
+                .into_iter()
+                .map(|n| {
+                    let name = n.name.clone();
+                    (Server::Node(n), name)
+                })
+                .collect(),
         }
     }
 
@@ -526,7 +581,7 @@ impl Backend {
             if let Ok(Some(version)) = backend.version().await
                 && too_old(&version)
             {
-                out.push((name.to_owned(), version));
+                out.push((name, version));
             }
         }
         out
@@ -540,11 +595,29 @@ impl Backend {
         for (backend, name) in self.servers(target) {
             match backend.eviction_policy().await {
                 Ok(None) => {}
-                Ok(Some(policy)) => out.push((name.to_owned(), Some(policy))),
-                Err(_) => out.push((name.to_owned(), None)),
+                Ok(Some(policy)) => out.push((name, Some(policy))),
+                Err(_) => out.push((name, None)),
             }
         }
         out
+    }
+}
+
+/// One Redis server of a store: borrowed, or a cluster node (which the
+/// cluster may drop from its map meanwhile).
+enum Server<'a> {
+    Borrowed(&'a redis::RedisBackend),
+    Node(std::sync::Arc<cluster::Node>),
+}
+
+impl std::ops::Deref for Server<'_> {
+    type Target = redis::RedisBackend;
+
+    fn deref(&self) -> &redis::RedisBackend {
+        match self {
+            Self::Borrowed(b) => b,
+            Self::Node(n) => &n.backend,
+        }
     }
 }
 

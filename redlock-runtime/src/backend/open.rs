@@ -8,9 +8,11 @@ use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
+use super::cluster::{ClusterBackend, Seed};
 use super::conn::{Lane, LastError, Source};
 use super::quorum::{Node, QuorumBackend};
 use super::redis::{RedisBackend, Replicas};
+use super::slots::Addr;
 use crate::error::ConfigError;
 use crate::tls::TlsCertificates;
 use crate::util::{redact_url, scrub};
@@ -26,6 +28,8 @@ pub(crate) struct Connect {
     pub(crate) restart_delay: Option<Duration>,
     /// The CA and client certificate of `rediss://` connections.
     pub(crate) tls: Option<TlsCertificates>,
+    /// A refused connection fails commands at once (cluster nodes).
+    pub(crate) fail_fast: bool,
 }
 
 /// Parses a Redis URL (with `tls`'s certificates for a `rediss://` one);
@@ -74,7 +78,10 @@ fn open_lane(client: &redis::Client, redacted: &str, c: &Connect) -> Result<Lane
         .connection_timeout(c.connection_timeout)
         .error_sink(Box::new(last_error.clone()))
         .build_unchecked(manager);
-    let lane = Lane::new(Source::Shared(pool), last_error);
+    let mut lane = Lane::new(Source::Shared(pool), last_error);
+    if c.fail_fast {
+        lane = lane.failing_fast();
+    }
     Ok(if c.restart_delay.is_some() {
         lane.learning_boot_time()
     } else {
@@ -155,4 +162,59 @@ pub(crate) fn redlock(
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let target = format!("redlock[{}]", names.join(", "));
     Ok((QuorumBackend::new(nodes, node_timeout), target))
+}
+
+/// A Redis Cluster from the nodes in `urls` (any of its nodes; the client
+/// reads the rest of the cluster from them). Its printable name
+/// `cluster[url, url, ..]`.
+pub(crate) fn cluster(
+    urls: &[String],
+    c: &Connect,
+) -> Result<(ClusterBackend, String), ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidClusterNodes { reason };
+    if urls.is_empty() {
+        return Err(invalid(
+            "no node given; list one or more nodes of the cluster, e.g. \
+             `.cluster([\"redis://10.0.0.1:7000\", \"redis://10.0.0.2:7000\"])`"
+                .to_owned(),
+        ));
+    }
+    let mut seeds: Vec<Seed> = Vec::with_capacity(urls.len());
+    let mut names = Vec::with_capacity(urls.len());
+    for url in urls {
+        let (client, redacted) = open_url(url, c.tls.as_ref())?;
+        let info = client.get_connection_info().clone();
+        let addr = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => Addr {
+                host: host.clone(),
+                port: *port,
+            },
+            _ => {
+                return Err(ConfigError::InvalidUrl {
+                    url: redacted,
+                    reason: "a cluster node is reached over TCP: `redis://host:port`".to_owned(),
+                });
+            }
+        };
+        if info.redis_settings().db() != 0 {
+            return Err(ConfigError::InvalidUrl {
+                url: redacted,
+                reason: "Redis Cluster has database 0 only; drop the `/db` from the URL".to_owned(),
+            });
+        }
+        if seeds.iter().any(|s| s.addr == addr) {
+            return Err(invalid(format!(
+                "{redacted} is listed twice; list each node once"
+            )));
+        }
+        seeds.push(Seed { info, addr });
+        names.push(redacted);
+    }
+    let target = format!("cluster[{}]", names.join(", "));
+    let connect = Connect {
+        fail_fast: true,
+        ..c.clone()
+    };
+    Ok((ClusterBackend::new(seeds, connect), target))
 }

@@ -27,6 +27,7 @@ impl RedisBackend {
         let reply: Vec<Vec<u8>> = self
             .run(On::Waiting, Some(token), limit, |mut link| async move {
                 scripts::RECORD_CLAIM
+                    .on(self.publish)
                     .key(&keys.lock)
                     .key(&keys.fence)
                     .arg(token)
@@ -57,6 +58,7 @@ impl RedisBackend {
         let done: i64 = self
             .run(On::Plain, Some(token), limit, |mut link| async move {
                 scripts::RECORD_COMPLETE
+                    .on(self.publish)
                     .key(&keys.lock)
                     .arg(token)
                     .arg(state)
@@ -84,6 +86,7 @@ impl RedisBackend {
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
                 scripts::RECORD_RELEASE
+                    .on(self.publish)
                     .key(&keys.lock)
                     .arg(token)
                     .invoke_async(&mut link.conn)

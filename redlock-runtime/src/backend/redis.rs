@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::conn::{Lane, Link};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
-use crate::scripts;
+use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
 pub(crate) struct RedisBackend {
@@ -23,6 +23,8 @@ pub(crate) struct RedisBackend {
     pub(super) fence_retention_ms: u64,
     /// Redlock: this node grants nothing until this long after it started.
     restart_delay: Option<Duration>,
+    /// How releases publish their wake-ups (`SPUBLISH` on a cluster node).
+    pub(super) publish: Publish,
 }
 
 /// How many replicas must acknowledge a lock's writes, and how long to wait.
@@ -65,7 +67,15 @@ impl RedisBackend {
             replicas,
             fence_retention_ms: millis_ceil(fence_retention).max(1),
             restart_delay: None,
+            publish: Publish::Plain,
         }
+    }
+
+    /// A Redis Cluster master: releases publish with `SPUBLISH`, which
+    /// stays on the shard that owns the lock's slot.
+    pub(crate) fn sharded(mut self) -> Self {
+        self.publish = Publish::Sharded;
+        self
     }
 
     /// Redlock: grants nothing until `delay` after the node started (its
@@ -122,7 +132,9 @@ impl RedisBackend {
         let call = async {
             let (link, cached) = lane.link(i).await?;
             connecting.store(false, Ordering::Relaxed);
-            match f(link.clone()).await {
+            let asking = super::conn::asking();
+            let with_asking = |link: Link| if asking { link.asking() } else { link };
+            match f(with_asking(link.clone())).await {
                 Err(e) if is_dead_connection(&e) => {
                     lane.forget(i, &link);
                     if !cached {
@@ -132,7 +144,7 @@ impl RedisBackend {
                     connecting.store(true, Ordering::Relaxed);
                     let (link, _) = lane.link(i).await?;
                     connecting.store(false, Ordering::Relaxed);
-                    let result = f(link.clone()).await;
+                    let result = f(with_asking(link.clone())).await;
                     if let Err(e) = &result
                         && is_dead_connection(e)
                     {
@@ -222,6 +234,7 @@ impl RedisBackend {
                         _ => 0,
                     };
                     scripts::ACQUIRE
+                        .on(self.publish)
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .arg(token)
@@ -324,6 +337,7 @@ impl RedisBackend {
                 let queue = &queue;
                 async move {
                     scripts::RELEASE_AFTER_HOLD
+                        .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
                         .arg(token)
@@ -406,7 +420,7 @@ impl RedisBackend {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));
-            for script in [&*scripts::EXTEND, &*scripts::RECORD_RENEW] {
+            for script in [Kind::Lock, Kind::Record].map(scripts::renew_script) {
                 self.run(On::Waiting, None, left, |mut link| async move {
                     script.prepare_invoke().load_async(&mut link.conn).await
                 })
@@ -465,6 +479,7 @@ impl RedisBackend {
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
                 scripts::RELEASE
+                    .on(self.publish)
                     .key(&keys.lock)
                     .key(&keys.fence)
                     .arg(token)
