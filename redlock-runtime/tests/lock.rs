@@ -412,6 +412,89 @@ fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] b
     });
 }
 
+/// One scenario over every topology: 3 clients (service nodes) x 8 tasks
+/// on keys that, on a cluster, land on every master; per key, one holder at
+/// a time and fencing tokens strictly increasing in lock order.
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+fn three_clients_eight_tasks_on_keys_over_every_master_exclude_and_fence(#[case] backend: Backend) {
+    const CLIENTS: usize = 3;
+    const TASKS: usize = 8;
+    const EACH: usize = 24;
+    const KEYS: usize = 9;
+    backend.run_threaded(|b| async move {
+        let keys: Vec<String> = (0..KEYS).map(|i| format!("account:{i}")).collect();
+        if let Some(cluster) = b.cluster() {
+            let mut masters = std::collections::BTreeSet::new();
+            for key in &keys {
+                let slot = cluster.slot_of(&format!("lock:{{{key}}}")).await;
+                masters.insert(cluster.master_of_slot(slot).await);
+            }
+            assert_eq!(masters.len(), 3, "the keys must cover all three masters");
+        }
+        let inside: Arc<Vec<AtomicBool>> =
+            Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+        let fences: Arc<Vec<std::sync::Mutex<Vec<u64>>>> = Arc::new(
+            (0..KEYS)
+                .map(|_| std::sync::Mutex::new(Vec::new()))
+                .collect(),
+        );
+        let mut tasks = Vec::new();
+        for _ in 0..CLIENTS {
+            let client = b.client().await;
+            for task in 0..TASKS {
+                let (client, inside, fences, keys) =
+                    (client.clone(), inside.clone(), fences.clone(), keys.clone());
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..EACH {
+                        let k = (task * 7 + i) % KEYS;
+                        let guard = client
+                            .lock(keys[k].clone())
+                            .ttl(Duration::from_secs(5))
+                            .wait(Duration::from_secs(60))
+                            .acquire()
+                            .await
+                            .expect("acquire within the wait");
+                        assert!(
+                            !inside[k].swap(true, Ordering::SeqCst),
+                            "two holders of {} at once",
+                            keys[k]
+                        );
+                        fences[k]
+                            .lock()
+                            .expect("fence log")
+                            .push(guard.fencing_token());
+                        tokio::task::yield_now().await;
+                        inside[k].store(false, Ordering::SeqCst);
+                        guard.release().await.expect("release while held");
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.expect("contending task");
+        }
+        let mut total = 0;
+        for (key, log) in keys.iter().zip(fences.iter()) {
+            let log = log.lock().expect("fence log");
+            total += log.len();
+            for pair in log.windows(2) {
+                assert!(
+                    pair[1] > pair[0],
+                    "{}: fencing tokens of {key} must strictly increase: {} then {}",
+                    b.name(),
+                    pair[0],
+                    pair[1]
+                );
+            }
+        }
+        assert_eq!(total, CLIENTS * TASKS * EACH);
+    });
+}
+
 #[test]
 fn dropping_a_guard_after_its_runtime_is_gone_does_not_panic() {
     let rt = tokio::runtime::Builder::new_current_thread()

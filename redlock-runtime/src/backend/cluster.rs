@@ -501,7 +501,7 @@ impl ClusterBackend {
                         self.refresh_soon();
                     }
                     for i in indexes {
-                        answers[i] = Some(Err(same_error(&e)));
+                        answers[i] = Some(Err(e.copy()));
                     }
                 }
                 Err(e) => return Err(e),
@@ -611,29 +611,5 @@ impl ClusterBackend {
             .collect();
         out.sort();
         out
-    }
-}
-
-/// A copy of a whole-pipeline error for each of its renewals.
-fn same_error(e: &OpError) -> OpError {
-    match e {
-        OpError::Timeout(limit) => OpError::Timeout(*limit),
-        OpError::Connect { failure, detail } => OpError::Connect {
-            failure: *failure,
-            detail: detail.clone(),
-        },
-        OpError::Replicas {
-            wanted,
-            acknowledged,
-            timeout,
-        } => OpError::Replicas {
-            wanted: *wanted,
-            acknowledged: *acknowledged,
-            timeout: *timeout,
-        },
-        other => {
-            let (failure, detail) = other.connect_failure_ref();
-            OpError::Connect { failure, detail }
-        }
     }
 }

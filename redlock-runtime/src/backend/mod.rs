@@ -273,6 +273,29 @@ impl OpError {
         }
     }
 
+    /// A copy of a batch-wide failure, for each request of the batch: the
+    /// same variant where it matters to the caller (a replica shortfall,
+    /// a timeout, a connection failure), else its text.
+    pub(crate) fn copy(&self) -> OpError {
+        match self {
+            Self::Timeout(limit) => Self::Timeout(*limit),
+            Self::Replicas {
+                wanted,
+                acknowledged,
+                timeout,
+            } => Self::Replicas {
+                wanted: *wanted,
+                acknowledged: *acknowledged,
+                timeout: *timeout,
+            },
+            Self::Reply(text) => Self::Reply(text.clone()),
+            other => {
+                let (failure, detail) = other.connect_failure_ref();
+                Self::Connect { failure, detail }
+            }
+        }
+    }
+
     /// Why a connection check failed, classified, with the detail.
     pub(crate) fn connect_failure(self) -> (ConnectFailure, String) {
         self.connect_failure_ref()

@@ -432,19 +432,25 @@ impl RedisBackend {
             answers = send(left).await?;
         }
         if let Some(r) = self.replicas {
-            // The last answer is WAIT's: the renewals count only if enough
-            // replicas have them.
-            let acked = answers.pop().and_then(|a| a.ok()).unwrap_or(0);
-            if acked < i64::from(r.count) {
-                let acknowledged = u32::try_from(acked.max(0)).unwrap_or(0);
+            // The last answer is WAIT's: the renewals that ran count only
+            // if enough replicas have them. A renewal that failed (a
+            // cluster redirection, say) keeps its own error.
+            let shortfall = match answers.pop() {
+                Some(Ok(acked)) if acked >= i64::from(r.count) => None,
+                Some(Ok(acked)) => Some(OpError::Replicas {
+                    wanted: r.count,
+                    acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
+                    timeout: r.timeout,
+                }),
+                Some(Err(e)) => Some(OpError::Reply(format!("WAIT failed: {e}"))),
+                None => Some(OpError::Reply("no answer to WAIT".to_owned())),
+            };
+            if let Some(shortfall) = shortfall {
                 return Ok(answers
                     .into_iter()
-                    .map(|_| {
-                        Err(OpError::Replicas {
-                            wanted: r.count,
-                            acknowledged,
-                            timeout: r.timeout,
-                        })
+                    .map(|a| match a {
+                        Ok(_) => Err(shortfall.copy()),
+                        Err(e) => Err(OpError::Redis(e)),
                     })
                     .collect());
             }
