@@ -149,6 +149,31 @@ impl LockClientBuilder {
         self.target(Target::Cluster(urls.into_iter().map(Into::into).collect()))
     }
 
+    /// Redis Sentinel: the primary the Sentinels at `urls` monitor as
+    /// `master` (the name in their `sentinel monitor` line). The client
+    /// asks them for the primary, follows their `+switch-master`
+    /// announcements, and asks again when the primary stops answering or
+    /// refuses writes (`READONLY`), so a call made during a failover is sent
+    /// to the new primary within its command timeout plus one Sentinel
+    /// round trip.
+    ///
+    /// The primary is reached with the first URL's password and TLS
+    /// settings. Without [`replicas`](Self::replicas), a failover can lose
+    /// the newest locks (replication is asynchronous); with
+    /// `.replicas(1, ..)` a lock is acknowledged by a replica before it is
+    /// held, and survives the promotion of that replica. See the crate
+    /// docs, "Which mode do I need".
+    pub fn sentinel<I, S>(self, urls: I, master: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.target(Target::Sentinel {
+            urls: urls.into_iter().map(Into::into).collect(),
+            master: master.into(),
+        })
+    }
+
     /// Keep locks in this process's memory (see [`LockClient::in_memory`]),
     /// with this builder's key prefix, ttl, timeouts and retry policy. The
     /// Redis settings (pool size, replicas, ...) are refused with it.
@@ -415,6 +440,9 @@ impl LockClientBuilder {
         let target = core.settings().target.clone();
         core.backend().check().await.map_err(|e| match e {
             OpError::NotCluster { node } => ConfigError::NotACluster { node }.into(),
+            OpError::UnknownMaster { master, sentinels } => {
+                ConfigError::UnknownSentinelMaster { master, sentinels }.into()
+            }
             e => {
                 let (failure, detail) = e.connect_failure();
                 LockError::Connect {
@@ -492,6 +520,17 @@ impl LockClientBuilder {
                 let wakeups = Wakeups::sharded(backend.subscriber_nodes());
                 settings.target = name;
                 (Backend::Cluster(std::sync::Arc::new(backend)), wakeups)
+            }
+            Target::Sentinel { urls, master } => {
+                let (backend, name) = open::sentinel(&urls, &master, &connect)?;
+                let backend = std::sync::Arc::new(backend);
+                let following = std::sync::Arc::downgrade(&backend);
+                // The subscriber connects to whichever server is primary.
+                let wakeups = Wakeups::following(std::sync::Arc::new(move || {
+                    following.upgrade().and_then(|b| b.primary_client())
+                }));
+                settings.target = name;
+                (Backend::Sentinel(backend), wakeups)
             }
         };
         Ok(LockClient::from_core(Core::new(backend, settings, wakeups)))

@@ -56,6 +56,22 @@ impl LockClient {
         Self::builder().cluster(urls).build().await
     }
 
+    /// A client of the primary that the Sentinels at `urls` monitor as
+    /// `master`, with default settings, checking that they know it and it
+    /// answers. See [`LockClientBuilder::sentinel`].
+    ///
+    /// # Errors
+    /// [`LockError::Config`] for a bad URL, an empty or repeated Sentinel,
+    /// or a master name no Sentinel knows; [`LockError::Connect`] when no
+    /// Sentinel or no primary answers.
+    pub async fn sentinel<I, S>(urls: I, master: impl Into<String>) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::builder().sentinel(urls, master).build().await
+    }
+
     /// A builder for a client with settings of your own.
     pub fn builder() -> LockClientBuilder {
         LockClientBuilder::default()

@@ -457,6 +457,25 @@ pub enum ConfigError {
         /// The node, password redacted.
         node: String,
     },
+    /// The Sentinel list is empty or names a Sentinel twice, or the master
+    /// name is empty.
+    #[error("invalid Sentinel settings: {reason}")]
+    InvalidSentinels {
+        /// What is wrong.
+        reason: String,
+    },
+    /// No Sentinel that answered monitors a master of this name.
+    #[error(
+        "no Sentinel knows a master named `{master}` (asked {}): give the name from their \
+         `sentinel monitor <name> ..` configuration (`SENTINEL MASTERS` lists them)",
+        sentinels.join(", ")
+    )]
+    UnknownSentinelMaster {
+        /// The name asked for.
+        master: String,
+        /// The Sentinels asked, passwords redacted.
+        sentinels: Vec<String>,
+    },
     /// The key prefix is too long.
     #[error("invalid key prefix: {len} bytes, at most {max} are allowed")]
     PrefixTooLong {

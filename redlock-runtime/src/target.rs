@@ -15,6 +15,7 @@ pub(crate) enum Target {
     Manager(ConnectionManager),
     Redlock(Vec<String>),
     Cluster(Vec<String>),
+    Sentinel { urls: Vec<String>, master: String },
     Memory,
 }
 
@@ -23,7 +24,7 @@ impl Target {
     pub(crate) fn urls(&self) -> &[String] {
         match self {
             Self::Url(url) => std::slice::from_ref(url),
-            Self::Redlock(urls) | Self::Cluster(urls) => urls,
+            Self::Redlock(urls) | Self::Cluster(urls) | Self::Sentinel { urls, .. } => urls,
             Self::Pool(_) | Self::Manager(_) | Self::Memory => &[],
         }
     }
@@ -36,6 +37,7 @@ impl Target {
             Self::Manager(_) => "`.connection_manager(..)`",
             Self::Redlock(_) => "`.redlock(..)`",
             Self::Cluster(_) => "`.cluster(..)`",
+            Self::Sentinel { .. } => "`.sentinel(..)`",
             Self::Memory => "`.in_memory()`",
         }
     }
@@ -54,6 +56,14 @@ impl fmt::Debug for Target {
             Self::Cluster(urls) => f
                 .debug_tuple("Cluster")
                 .field(&urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>())
+                .finish(),
+            Self::Sentinel { urls, master } => f
+                .debug_struct("Sentinel")
+                .field("master", master)
+                .field(
+                    "urls",
+                    &urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>(),
+                )
                 .finish(),
             Self::Memory => f.write_str("Memory"),
         }

@@ -32,6 +32,21 @@ use tokio::sync::Notify;
 /// How long to wait before reconnecting a lost subscriber connection.
 const RECONNECT_DELAY: Duration = Duration::from_millis(200);
 
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Subscriber(_) => "Subscriber",
+            Self::Following(_) => "Following",
+            Self::Sharded(_) => "Sharded",
+            Self::Local => "Local",
+            Self::Off => "Off",
+        })
+    }
+}
+
+/// Gives the server to subscribe on now, if known.
+pub(crate) type Resolver = Arc<dyn Fn() -> Option<redis::Client> + Send + Sync>;
+
 /// How to (un)subscribe on the live subscriber connection.
 #[derive(Clone)]
 enum Sink {
@@ -78,10 +93,12 @@ struct Inner {
     closed: Notify,
 }
 
-#[derive(Debug)]
 enum Delivery {
     /// Redis: a subscriber connection opened with this client.
     Subscriber(Box<redis::Client>),
+    /// Redis (Sentinel): a subscriber connection to whichever server this
+    /// gives now (the primary), asked again at each reconnect.
+    Following(Resolver),
     /// Redis Cluster: sharded pub/sub through a cluster connection seeded
     /// with these nodes.
     Sharded(Vec<ConnectionInfo>),
@@ -148,6 +165,12 @@ impl Wakeups {
         Self::with(Delivery::Subscriber(Box::new(client)))
     }
 
+    /// Wake-ups through a subscriber connection to the server `resolve`
+    /// names at each (re)connect.
+    pub(crate) fn following(resolve: Resolver) -> Self {
+        Self::with(Delivery::Following(resolve))
+    }
+
     /// Wake-ups through sharded pub/sub on the Redis Cluster these nodes
     /// belong to.
     pub(crate) fn sharded(nodes: Vec<ConnectionInfo>) -> Self {
@@ -182,7 +205,7 @@ impl Wakeups {
         let needs_subscriber = match self.inner.delivery {
             Delivery::Off => return None,
             Delivery::Local => false,
-            Delivery::Subscriber(_) | Delivery::Sharded(_) => true,
+            Delivery::Subscriber(_) | Delivery::Following(_) | Delivery::Sharded(_) => true,
         };
         let (notify, sink) = {
             let mut state = self.inner.state();
@@ -310,10 +333,20 @@ impl Drop for Subscription {
 /// every watched channel (again after a reconnect) and wakes the watchers
 /// of each message's channel.
 async fn subscriber(inner: Arc<Inner>) {
-    let Delivery::Subscriber(client) = &inner.delivery else {
-        return;
-    };
     loop {
+        let client = match &inner.delivery {
+            Delivery::Subscriber(client) => (**client).clone(),
+            Delivery::Following(resolve) => match resolve() {
+                Some(client) => client,
+                None => {
+                    if closed_within(&inner, RECONNECT_DELAY).await {
+                        return;
+                    }
+                    continue;
+                }
+            },
+            _ => return,
+        };
         let connected = tokio::select! {
             () = inner.closed.notified() => return,
             c = tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()) => c,

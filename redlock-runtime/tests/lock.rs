@@ -33,6 +33,7 @@ async fn client(url: &str) -> LockClient {
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
 fn acquire_busy_release(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -106,6 +107,7 @@ fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend)
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
 fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -420,6 +422,7 @@ fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] b
 #[case::redis(Backend::Redis)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
 fn three_clients_eight_tasks_on_keys_over_every_master_exclude_and_fence(#[case] backend: Backend) {
     const CLIENTS: usize = 3;
     const TASKS: usize = 8;

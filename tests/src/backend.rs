@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redlock_runtime::LockClient;
 
-use crate::{RedisCluster, RedisServer};
+use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet};
 
 /// How many nodes a [`Backend::Redlock`] case starts.
 pub const REDLOCK_NODES: usize = 3;
@@ -47,6 +47,9 @@ pub enum Backend {
     /// A Redis Cluster of 3 masters (no replicas), through
     /// [`LockClient::cluster`].
     Cluster,
+    /// A primary, one replica and three Sentinels, through
+    /// [`LockClient::sentinel`].
+    Sentinel,
 }
 
 impl Backend {
@@ -58,6 +61,7 @@ impl Backend {
             Backend::Redlock => "redlock",
             Backend::Manager => "manager",
             Backend::Cluster => "cluster",
+            Backend::Sentinel => "sentinel",
         }
     }
 
@@ -127,12 +131,16 @@ impl Backend {
 
     async fn start_with(self, paused: bool) -> Started {
         let nodes = match self {
-            Backend::Memory | Backend::Cluster => 0,
+            Backend::Memory | Backend::Cluster | Backend::Sentinel => 0,
             Backend::Redis | Backend::Manager => 1,
             Backend::Redlock => REDLOCK_NODES,
         };
         let cluster = match self {
             Backend::Cluster => Some(RedisCluster::start(3, 0).await),
+            _ => None,
+        };
+        let sentinel = match self {
+            Backend::Sentinel => Some(SentinelSet::start(1).await),
             _ => None,
         };
         let mut servers = Vec::with_capacity(nodes);
@@ -143,6 +151,7 @@ impl Backend {
             backend: self,
             servers,
             cluster,
+            sentinel,
             memory: (self == Backend::Memory).then(LockClient::in_memory),
             paused,
         }
@@ -155,6 +164,7 @@ pub struct Started {
     backend: Backend,
     servers: Vec<RedisServer>,
     cluster: Option<RedisCluster>,
+    sentinel: Option<SentinelSet>,
     /// The one in-memory store every client of a memory case shares.
     memory: Option<LockClient>,
     paused: bool,
@@ -196,6 +206,15 @@ impl Started {
             Backend::Cluster => LockClient::cluster(self.urls())
                 .await
                 .expect("connect to the test cluster"),
+            Backend::Sentinel => {
+                let set = self
+                    .sentinel
+                    .as_ref()
+                    .expect("a sentinel case has Sentinels");
+                LockClient::sentinel(set.sentinel_urls(), MASTER_NAME)
+                    .await
+                    .expect("connect through the test Sentinels")
+            }
         }
     }
 
@@ -205,12 +224,19 @@ impl Started {
     }
 
     /// The servers of this case: none for memory, one for Redis (and a
-    /// `ConnectionManager`), every node for Redlock and Cluster.
+    /// `ConnectionManager`), every node for Redlock and Cluster, the data
+    /// nodes (primary first) for Sentinel.
     pub fn servers(&self) -> &[RedisServer] {
-        match &self.cluster {
-            Some(cluster) => cluster.nodes(),
-            None => &self.servers,
+        match (&self.cluster, &self.sentinel) {
+            (Some(cluster), _) => cluster.nodes(),
+            (_, Some(set)) => set.nodes(),
+            _ => &self.servers,
         }
+    }
+
+    /// The Sentinels of a [`Backend::Sentinel`] case.
+    pub fn sentinel(&self) -> Option<&SentinelSet> {
+        self.sentinel.as_ref()
     }
 
     /// The URLs of [`Started::servers`].

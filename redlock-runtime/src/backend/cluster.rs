@@ -40,11 +40,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, ServerErrorKind};
+use redis::{ConnectionInfo, ErrorKind, ServerErrorKind};
 use tokio::time::Instant;
 
 use super::conn::ASKING;
-use super::open::{Connect, server};
+use super::open::{self, Connect};
 use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
 use super::{
@@ -141,56 +141,18 @@ impl ClusterBackend {
         }
     }
 
-    /// The URLs' connection settings (password, TLS) for another node.
-    fn info_for(&self, addr: &Addr) -> Option<ConnectionInfo> {
-        let base = &self.seeds.first()?.info;
-        let to = match base.addr() {
-            ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => ConnectionAddr::TcpTls {
-                host: addr.host.clone(),
-                port: addr.port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => ConnectionAddr::Tcp(addr.host.clone(), addr.port),
-        };
-        Some(base.clone().set_addr(to))
-    }
-
     /// The node at `addr`, opened on first use.
     fn node(&self, addr: &Addr) -> Result<Arc<Node>, OpError> {
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(node) = nodes.get(addr) {
             return Ok(Arc::clone(node));
         }
-        let scheme = if self.connect.tls.is_some()
-            || matches!(
-                self.seeds.first().map(|s| s.info.addr()),
-                Some(ConnectionAddr::TcpTls { .. })
-            ) {
-            "rediss"
-        } else {
-            "redis"
-        };
-        let name = format!("{scheme}://{addr}");
-        let unusable = |detail: String| OpError::Connect {
-            failure: ConnectFailure::Other,
-            detail,
-        };
-        let info = self
-            .info_for(addr)
-            .ok_or_else(|| unusable("no cluster node was given".to_owned()))?;
-        let client = redis::Client::open(info).map_err(|e| unusable(format!("{name}: {e}")))?;
-        let backend = server(&client, &name, &self.connect)
-            .map_err(|e| unusable(e.to_string()))?
-            .sharded();
+        let base = self.seeds.first().map(|s| &s.info);
+        let (backend, name) = open::server_at(base, addr, &self.connect)?;
         let node = Arc::new(Node {
             addr: addr.clone(),
             name,
-            backend,
+            backend: backend.sharded(),
             renewal_pipelines: AtomicU64::new(0),
         });
         nodes.insert(addr.clone(), Arc::clone(&node));

@@ -20,6 +20,7 @@ pub(crate) mod open;
 pub(crate) mod quorum;
 mod records;
 pub(crate) mod redis;
+pub(crate) mod sentinel;
 mod slots;
 mod votes;
 
@@ -253,6 +254,12 @@ pub(crate) enum OpError {
     /// Redis Cluster: a listed node is not in cluster mode.
     #[error("{node} is not in cluster mode (cluster support disabled)")]
     NotCluster { node: String },
+    /// Sentinel: no Sentinel that answered knows the master name.
+    #[error("no Sentinel knows a master named `{master}`")]
+    UnknownMaster {
+        master: String,
+        sentinels: Vec<String>,
+    },
 }
 
 impl OpError {
@@ -267,7 +274,7 @@ impl OpError {
                 false
             }
             Self::Reply(_) => true,
-            Self::CrossSlot | Self::NotCluster { .. } => false,
+            Self::CrossSlot | Self::NotCluster { .. } | Self::UnknownMaster { .. } => false,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
@@ -320,7 +327,11 @@ impl OpError {
             | Self::Replicas { .. }
             | Self::Quorum(_)
             | Self::Restarted { .. } => true,
-            Self::Full(_) | Self::Reply(_) | Self::CrossSlot | Self::NotCluster { .. } => false,
+            Self::Full(_)
+            | Self::Reply(_)
+            | Self::CrossSlot
+            | Self::NotCluster { .. }
+            | Self::UnknownMaster { .. } => false,
         }
     }
 
@@ -368,6 +379,12 @@ impl OpError {
             Self::NotCluster { node } => {
                 LockError::Config(crate::error::ConfigError::NotACluster { node })
             }
+            Self::UnknownMaster { master, sentinels } => {
+                LockError::Config(crate::error::ConfigError::UnknownSentinelMaster {
+                    master,
+                    sentinels,
+                })
+            }
             // Only a Redlock node answers this, and the quorum backend turns
             // it into a node failure; kept whole should it ever surface.
             e @ (Self::Restarted { .. } | Self::Full(_) | Self::Reply(_)) => LockError::Redis {
@@ -391,17 +408,20 @@ pub enum Mode {
     Memory,
     /// Redis Cluster: each lock on the master that serves its slot.
     Cluster,
+    /// One Redis primary found and followed through Redis Sentinel.
+    Sentinel,
 }
 
 impl Mode {
-    /// `"redis"`, `"redlock"`, `"memory"` or `"cluster"`: the `backend`
-    /// label of the [metrics](crate::metrics).
+    /// `"redis"`, `"redlock"`, `"memory"`, `"cluster"` or `"sentinel"`:
+    /// the `backend` label of the [metrics](crate::metrics).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Redis => "redis",
             Self::Redlock => "redlock",
             Self::Memory => "memory",
             Self::Cluster => "cluster",
+            Self::Sentinel => "sentinel",
         }
     }
 }
@@ -420,6 +440,7 @@ pub(crate) enum Backend {
     Memory(memory::MemoryBackend),
     Quorum(quorum::QuorumBackend),
     Cluster(std::sync::Arc<cluster::ClusterBackend>),
+    Sentinel(std::sync::Arc<sentinel::SentinelBackend>),
 }
 
 /// Runs one verb on whichever store this is: the Redis ones are async and
@@ -430,6 +451,7 @@ macro_rules! dispatch {
             Self::Redis(b) => b.$verb($request, $limit).await,
             Self::Quorum(b) => b.$verb($request, $limit).await,
             Self::Cluster(b) => b.$verb($request, $limit).await,
+            Self::Sentinel(b) => b.$verb($request, $limit).await,
             Self::Memory(b) => Ok(b.$verb($request)),
         }
     };
@@ -443,6 +465,7 @@ impl Backend {
             Self::Quorum(_) => Mode::Redlock,
             Self::Memory(_) => Mode::Memory,
             Self::Cluster(_) => Mode::Cluster,
+            Self::Sentinel(_) => Mode::Sentinel,
         }
     }
 
@@ -457,7 +480,7 @@ impl Backend {
     pub(crate) fn validity(&self, ttl: Duration) -> Duration {
         match self {
             Self::Quorum(_) => ttl.saturating_sub(quorum::drift(ttl)),
-            Self::Redis(_) | Self::Memory(_) | Self::Cluster(_) => ttl,
+            Self::Redis(_) | Self::Memory(_) | Self::Cluster(_) | Self::Sentinel(_) => ttl,
         }
     }
 
@@ -466,7 +489,7 @@ impl Backend {
     pub(crate) fn renewal_pipelines(&self) -> Vec<(String, u64)> {
         match self {
             Self::Cluster(c) => c.renewal_pipelines(),
-            Self::Redis(_) | Self::Memory(_) | Self::Quorum(_) => Vec::new(),
+            Self::Redis(_) | Self::Memory(_) | Self::Quorum(_) | Self::Sentinel(_) => Vec::new(),
         }
     }
 
@@ -474,7 +497,7 @@ impl Backend {
     pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
         match self {
             Self::Redis(b) => b.pool(),
-            Self::Memory(_) | Self::Quorum(_) | Self::Cluster(_) => None,
+            Self::Memory(_) | Self::Quorum(_) | Self::Cluster(_) | Self::Sentinel(_) => None,
         }
     }
 
@@ -520,6 +543,7 @@ impl Backend {
             Self::Redis(b) => b.claim(claim, limit).await,
             Self::Quorum(b) => b.claim(claim, limit).await,
             Self::Cluster(b) => b.claim(claim, limit).await,
+            Self::Sentinel(b) => b.claim(claim, limit).await,
             // The memory store may be full.
             Self::Memory(b) => b.claim(claim),
         }
@@ -570,6 +594,7 @@ impl Backend {
             Self::Redis(b) => b.check().await,
             Self::Quorum(b) => b.check().await,
             Self::Cluster(b) => b.check().await,
+            Self::Sentinel(b) => b.check().await,
             Self::Memory(_) => Ok(()),
         }
     }
@@ -591,6 +616,14 @@ impl Backend {
                 .map(|n| {
                     let name = n.name.clone();
                     (Server::Node(n), name)
+                })
+                .collect(),
+            Self::Sentinel(s) => s
+                .current_primary()
+                .into_iter()
+                .map(|p| {
+                    let name = p.name.clone();
+                    (Server::Primary(p), name)
                 })
                 .collect(),
         }
@@ -631,6 +664,7 @@ impl Backend {
 enum Server<'a> {
     Borrowed(&'a redis::RedisBackend),
     Node(std::sync::Arc<cluster::Node>),
+    Primary(std::sync::Arc<sentinel::Primary>),
 }
 
 impl std::ops::Deref for Server<'_> {
@@ -640,6 +674,7 @@ impl std::ops::Deref for Server<'_> {
         match self {
             Self::Borrowed(b) => b,
             Self::Node(n) => &n.backend,
+            Self::Primary(p) => &p.backend,
         }
     }
 }

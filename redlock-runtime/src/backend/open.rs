@@ -8,12 +8,14 @@ use bb8::Pool;
 use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
+use super::OpError;
 use super::cluster::{ClusterBackend, Seed};
 use super::conn::{Lane, LastError, Source};
 use super::quorum::{Node, QuorumBackend};
 use super::redis::{RedisBackend, Replicas};
+use super::sentinel::{SentinelBackend, SentinelNode};
 use super::slots::Addr;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConnectFailure};
 use crate::tls::TlsCertificates;
 use crate::util::{redact_url, scrub};
 
@@ -164,6 +166,66 @@ pub(crate) fn redlock(
     Ok((QuorumBackend::new(nodes, node_timeout), target))
 }
 
+/// One Redis server at `addr` (a cluster node, a Sentinel's primary), with
+/// the connection settings (credentials, TLS) of `base`, a URL the user
+/// gave; its backend and its name (`redis://host:port`, no password).
+pub(crate) fn server_at(
+    base: Option<&redis::ConnectionInfo>,
+    addr: &Addr,
+    c: &Connect,
+) -> Result<(RedisBackend, String), OpError> {
+    let unusable = |detail: String| OpError::Connect {
+        failure: ConnectFailure::Other,
+        detail,
+    };
+    let base = base.ok_or_else(|| unusable("no node was given".to_owned()))?;
+    let (info, scheme) = info_at(base, addr);
+    let name = format!("{scheme}://{addr}");
+    let client = redis::Client::open(info).map_err(|e| unusable(format!("{name}: {e}")))?;
+    let backend = server(&client, &name, c).map_err(|e| unusable(e.to_string()))?;
+    Ok((backend, name))
+}
+
+/// `base`'s settings (credentials, TLS) for the server at `addr`, and its
+/// scheme (`redis` or `rediss`).
+pub(crate) fn info_at(
+    base: &redis::ConnectionInfo,
+    addr: &Addr,
+) -> (redis::ConnectionInfo, &'static str) {
+    let (to, scheme) = match base.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => (
+            redis::ConnectionAddr::TcpTls {
+                host: addr.host.clone(),
+                port: addr.port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            "rediss",
+        ),
+        _ => (
+            redis::ConnectionAddr::Tcp(addr.host.clone(), addr.port),
+            "redis",
+        ),
+    };
+    (base.clone().set_addr(to), scheme)
+}
+
+/// The address of a parsed URL, when it is TCP (with or without TLS).
+fn tcp_addr(info: &redis::ConnectionInfo) -> Option<Addr> {
+    match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. } => Some(Addr {
+            host: host.clone(),
+            port: *port,
+        }),
+        _ => None,
+    }
+}
+
 /// A Redis Cluster from the nodes in `urls` (any of its nodes; the client
 /// reads the rest of the cluster from them). Its printable name
 /// `cluster[url, url, ..]`.
@@ -184,18 +246,11 @@ pub(crate) fn cluster(
     for url in urls {
         let (client, redacted) = open_url(url, c.tls.as_ref())?;
         let info = client.get_connection_info().clone();
-        let addr = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port)
-            | redis::ConnectionAddr::TcpTls { host, port, .. } => Addr {
-                host: host.clone(),
-                port: *port,
-            },
-            _ => {
-                return Err(ConfigError::InvalidUrl {
-                    url: redacted,
-                    reason: "a cluster node is reached over TCP: `redis://host:port`".to_owned(),
-                });
-            }
+        let Some(addr) = tcp_addr(&info) else {
+            return Err(ConfigError::InvalidUrl {
+                url: redacted,
+                reason: "a cluster node is reached over TCP: `redis://host:port`".to_owned(),
+            });
         };
         if info.redis_settings().db() != 0 {
             return Err(ConfigError::InvalidUrl {
@@ -217,4 +272,61 @@ pub(crate) fn cluster(
         ..c.clone()
     };
     Ok((ClusterBackend::new(seeds, connect), target))
+}
+
+/// A Sentinel-managed primary named `master`, found through the Sentinels
+/// at `urls`. Its printable name `sentinel[master @ url, url, ..]`.
+pub(crate) fn sentinel(
+    urls: &[String],
+    master: &str,
+    c: &Connect,
+) -> Result<(SentinelBackend, String), ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidSentinels { reason };
+    if urls.is_empty() {
+        return Err(invalid(
+            "no Sentinel given; list the Sentinels, e.g. \
+             `.sentinel([\"redis://10.0.0.1:26379\", \"redis://10.0.0.2:26379\"], \"mymaster\")`"
+                .to_owned(),
+        ));
+    }
+    if master.trim().is_empty() {
+        return Err(invalid(
+            "the master name is empty; give the name the Sentinels monitor the primary under \
+             (`sentinel monitor <name> ..` in their configuration)"
+                .to_owned(),
+        ));
+    }
+    let mut sentinels: Vec<SentinelNode> = Vec::with_capacity(urls.len());
+    let mut seen: Vec<Addr> = Vec::new();
+    for url in urls {
+        let (client, redacted) = open_url(url, c.tls.as_ref())?;
+        let Some(addr) = tcp_addr(client.get_connection_info()) else {
+            return Err(ConfigError::InvalidUrl {
+                url: redacted,
+                reason: "a Sentinel is reached over TCP: `redis://host:26379`".to_owned(),
+            });
+        };
+        if seen.contains(&addr) {
+            return Err(invalid(format!(
+                "{redacted} is listed twice; list each Sentinel once"
+            )));
+        }
+        seen.push(addr);
+        sentinels.push(SentinelNode {
+            client,
+            name: redacted,
+        });
+    }
+    let names: Vec<&str> = sentinels.iter().map(|s| s.name.as_str()).collect();
+    let target = format!("sentinel[{master} @ {}]", names.join(", "));
+    // A refused connection to a primary that died fails at once, so the
+    // call can ask the Sentinels within its limit.
+    let connect = Connect {
+        fail_fast: true,
+        ..c.clone()
+    };
+    Ok((
+        SentinelBackend::new(sentinels, master.to_owned(), connect),
+        target,
+    ))
 }

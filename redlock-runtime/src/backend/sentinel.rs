@@ -1,0 +1,407 @@
+//! Redis Sentinel: one primary, found and followed through the Sentinels.
+//!
+//! The primary is a single Redis to the rest of the client ([`RedisBackend`]
+//! over bb8-redis pools, `WAIT` on connections of its own with replicas);
+//! this module only decides which server that is:
+//! - **Discovery.** `SENTINEL GET-MASTER-ADDR-BY-NAME` on the Sentinels, all
+//!   at once; the first address given wins. Sentinels that do not know the
+//!   name answer nil: when every Sentinel that answers says so, the client
+//!   fails with [`ConfigError::UnknownSentinelMaster`](crate::ConfigError::UnknownSentinelMaster).
+//! - **Following a failover**, two ways. A task subscribed to `+switch-master`
+//!   on a Sentinel switches as soon as the Sentinels announce the new
+//!   primary. And a call that finds the primary gone (a connection error, a
+//!   timeout) or demoted (`READONLY`) asks the Sentinels again, once, and
+//!   if they name another primary, is sent there within its own time
+//!   limit: at most the command timeout plus one Sentinel round trip.
+//!
+//! The primary's connections use the first Sentinel URL's credentials and
+//! TLS settings (and its `/db`): give the Sentinels the same password as
+//! the data nodes, or a URL per Sentinel with the data nodes' password when
+//! the Sentinels need none.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use redis::{ErrorKind, ServerErrorKind};
+use tokio::time::Instant;
+
+use super::open::{self, Connect};
+use super::redis::RedisBackend;
+use super::slots::Addr;
+use super::{
+    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, OpError, Renewal,
+};
+use crate::error::ConnectFailure;
+
+/// The longest one Sentinel may take to answer.
+const SENTINEL_LIMIT: Duration = Duration::from_secs(1);
+
+/// How long the `+switch-master` watcher waits before reconnecting.
+const WATCH_RETRY: Duration = Duration::from_millis(500);
+
+/// A Sentinel the user listed.
+#[derive(Debug)]
+pub(crate) struct SentinelNode {
+    pub(crate) client: redis::Client,
+    /// Its URL, password redacted.
+    pub(crate) name: String,
+}
+
+/// The primary in use.
+#[derive(Debug)]
+pub(crate) struct Primary {
+    pub(crate) addr: Addr,
+    pub(crate) name: String,
+    pub(crate) backend: RedisBackend,
+}
+
+/// The lock store on the primary the Sentinels name.
+#[derive(Debug)]
+pub(crate) struct SentinelBackend {
+    sentinels: Vec<SentinelNode>,
+    master: String,
+    connect: Connect,
+    primary: RwLock<Option<Arc<Primary>>>,
+    /// One discovery at a time; the others use its result.
+    discovering: tokio::sync::Mutex<()>,
+    generation: AtomicU64,
+    watching: AtomicBool,
+}
+
+/// Whether `e` says the primary may have changed: it cannot be reached, did
+/// not answer, or refuses writes.
+fn primary_gone(e: &OpError) -> bool {
+    match e {
+        OpError::Connect { .. } | OpError::Pool { .. } | OpError::Timeout(_) => true,
+        OpError::Redis(e) => {
+            matches!(
+                e.kind(),
+                ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+            ) || crate::error::is_connection_failure(e)
+        }
+        _ => false,
+    }
+}
+
+impl SentinelBackend {
+    pub(crate) fn new(sentinels: Vec<SentinelNode>, master: String, connect: Connect) -> Self {
+        Self {
+            sentinels,
+            master,
+            connect,
+            primary: RwLock::new(None),
+            discovering: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Primary>> {
+        self.primary
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Switches to the primary at `addr` (kept if it is the one in use).
+    fn switch_to(&self, addr: Addr) -> Result<Arc<Primary>, OpError> {
+        if let Some(current) = self.current().filter(|p| p.addr == addr) {
+            return Ok(current);
+        }
+        let base = self
+            .sentinels
+            .first()
+            .map(|s| s.client.get_connection_info());
+        let (backend, name) = open::server_at(base, &addr, &self.connect)?;
+        tracing::info!(target: "redlock", master = %self.master, primary = %name, "using the primary the Sentinels name");
+        let primary = Arc::new(Primary {
+            addr,
+            name,
+            backend,
+        });
+        *self.primary.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&primary));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(primary)
+    }
+
+    /// The primary's connection settings now (for the wake-up subscriber).
+    pub(crate) fn primary_client(&self) -> Option<redis::Client> {
+        let current = self.current()?;
+        let base = self.sentinels.first()?.client.get_connection_info();
+        redis::Client::open(open::info_at(base, &current.addr).0).ok()
+    }
+
+    /// Asks the Sentinels for the primary's address and switches to it. A
+    /// discovery that completed while this one waited its turn is used.
+    pub(crate) async fn discover(&self, limit: Duration) -> Result<Arc<Primary>, OpError> {
+        let seen = self.generation.load(Ordering::Acquire);
+        let Ok(_turn) = tokio::time::timeout(limit, self.discovering.lock()).await else {
+            return Err(OpError::Timeout(limit));
+        };
+        if self.generation.load(Ordering::Acquire) != seen
+            && let Some(primary) = self.current()
+        {
+            return Ok(primary);
+        }
+        let per_sentinel = limit.min(SENTINEL_LIMIT);
+        let master = self.master.as_str();
+        let mut asks: FuturesUnordered<_> = self
+            .sentinels
+            .iter()
+            .map(|sentinel| async move {
+                let ask = async {
+                    let mut conn = sentinel.client.get_multiplexed_async_connection().await?;
+                    redis::cmd("SENTINEL")
+                        .arg("GET-MASTER-ADDR-BY-NAME")
+                        .arg(master)
+                        .query_async::<Option<(String, u16)>>(&mut conn)
+                        .await
+                };
+                match tokio::time::timeout(per_sentinel, ask).await {
+                    Ok(Ok(answer)) => Ok(answer),
+                    Ok(Err(e)) => Err(format!("{}: {e}", sentinel.name)),
+                    Err(_) => Err(format!(
+                        "{}: no answer within {per_sentinel:?}",
+                        sentinel.name
+                    )),
+                }
+            })
+            .collect();
+        let deadline = Instant::now() + limit;
+        let (mut unknown, mut errors) = (0, Vec::new());
+        while let Ok(Some(answer)) = tokio::time::timeout_at(deadline, asks.next()).await {
+            match answer {
+                Ok(Some((host, port))) => return self.switch_to(Addr { host, port }),
+                Ok(None) => unknown += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+        if unknown > 0 && errors.is_empty() {
+            return Err(OpError::UnknownMaster {
+                master: self.master.clone(),
+                sentinels: self.sentinels.iter().map(|s| s.name.clone()).collect(),
+            });
+        }
+        Err(OpError::Connect {
+            failure: if errors.is_empty() {
+                ConnectFailure::Timeout
+            } else {
+                ConnectFailure::Unreachable
+            },
+            detail: format!(
+                "no Sentinel named the primary of `{}` ({} did not know it; {})",
+                self.master,
+                unknown,
+                if errors.is_empty() {
+                    format!("no answer within {limit:?}")
+                } else {
+                    errors.join("; ")
+                }
+            ),
+        })
+    }
+
+    /// The primary in use, discovered first if there is none yet; and the
+    /// `+switch-master` watcher started.
+    async fn primary(self: &Arc<Self>, limit: Duration) -> Result<Arc<Primary>, OpError> {
+        self.watch();
+        match self.current() {
+            Some(primary) => Ok(primary),
+            None => self.discover(limit).await,
+        }
+    }
+
+    /// Runs `call` on the primary within `limit`; when the primary seems
+    /// gone or demoted, asks the Sentinels once and, if they name another,
+    /// sends it there.
+    async fn route<T, F, Fut>(self: &Arc<Self>, limit: Duration, call: F) -> Result<T, OpError>
+    where
+        F: Fn(Arc<Primary>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, OpError>>,
+    {
+        let deadline = Instant::now() + limit;
+        let primary = self.primary(limit).await?;
+        let error = match call(Arc::clone(&primary), limit).await {
+            Ok(value) => return Ok(value),
+            Err(e) if primary_gone(&e) => e,
+            Err(e) => return Err(e),
+        };
+        // One Sentinel round trip, even when the call used up its limit.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(SENTINEL_LIMIT);
+        match self.discover(left).await {
+            Ok(next) if next.addr != primary.addr => {
+                tracing::debug!(target: "redlock", from = %primary.name, to = %next.name, "primary changed; sending again");
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                call(next, left).await
+            }
+            _ => Err(error),
+        }
+    }
+
+    /// Starts the task that follows `+switch-master` (once, inside a tokio
+    /// runtime). It holds the backend weakly and ends with it.
+    fn watch(self: &Arc<Self>) {
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.watching.store(false, Ordering::Release);
+            return;
+        };
+        runtime.spawn(watch_switches(Arc::downgrade(self)));
+    }
+
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        request: &Acquire<'_>,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.acquire(request, left).await
+        })
+        .await
+    }
+
+    pub(crate) async fn extend(
+        self: &Arc<Self>,
+        renewal: &Renewal<'_>,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.extend(renewal, left).await
+        })
+        .await
+    }
+
+    pub(crate) async fn extend_many(
+        self: &Arc<Self>,
+        items: &[Renewal<'_>],
+        limit: Duration,
+    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.extend_many(items, left).await
+        })
+        .await
+    }
+
+    pub(crate) async fn end(
+        self: &Arc<Self>,
+        end: &End<'_>,
+        limit: Duration,
+    ) -> Result<Ended, OpError> {
+        self.route(
+            limit,
+            |p, left| async move { p.backend.end(end, left).await },
+        )
+        .await
+    }
+
+    pub(crate) async fn give_back(
+        self: &Arc<Self>,
+        give_back: &GiveBack<'_>,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.give_back(give_back, left).await
+        })
+        .await
+    }
+
+    pub(crate) async fn claim(
+        self: &Arc<Self>,
+        claim: &Claim<'_>,
+        limit: Duration,
+    ) -> Result<ClaimReply, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.claim(claim, left).await
+        })
+        .await
+    }
+
+    pub(crate) async fn complete(
+        self: &Arc<Self>,
+        complete: &Complete<'_>,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.route(limit, |p, left| async move {
+            p.backend.complete(complete, left).await
+        })
+        .await
+    }
+
+    /// Finds the primary (the Sentinels know the name) and reaches it.
+    pub(crate) async fn check(self: &Arc<Self>) -> Result<(), OpError> {
+        let limit = self.connect.connection_timeout;
+        let primary = self.discover(limit).await?;
+        self.watch();
+        primary.backend.check().await
+    }
+
+    /// The primary in use, if found yet.
+    pub(crate) fn current_primary(&self) -> Option<Arc<Primary>> {
+        self.current()
+    }
+}
+
+/// Follows `+switch-master` announcements on the first Sentinel that
+/// answers, while the backend lives.
+async fn watch_switches(backend: Weak<SentinelBackend>) {
+    let mut next = 0;
+    loop {
+        let (client, master) = {
+            let Some(b) = backend.upgrade() else { return };
+            let client = b.sentinels[next % b.sentinels.len()].client.clone();
+            (client, b.master.clone())
+        };
+        next += 1;
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let Ok(Ok(mut pubsub)) = tokio::time::timeout(SENTINEL_LIMIT, subscribed).await else {
+            tokio::time::sleep(WATCH_RETRY).await;
+            continue;
+        };
+        let mut messages = pubsub.on_message();
+        loop {
+            // Wake now and then to notice the backend is gone.
+            let message = match tokio::time::timeout(Duration::from_secs(5), messages.next()).await
+            {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(_) => {
+                    if backend.strong_count() == 0 {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            // `<name> <old-ip> <old-port> <new-ip> <new-port>`
+            let payload: String = message.get_payload().unwrap_or_default();
+            let parts: Vec<&str> = payload.split_whitespace().collect();
+            if let [name, _, _, host, port] = parts.as_slice()
+                && *name == master
+                && let Ok(port) = port.parse::<u16>()
+            {
+                let Some(b) = backend.upgrade() else { return };
+                let addr = Addr {
+                    host: (*host).to_owned(),
+                    port,
+                };
+                if let Err(error) = b.switch_to(addr) {
+                    tracing::warn!(target: "redlock", %error, "could not switch to the new primary");
+                }
+            }
+        }
+        tokio::time::sleep(WATCH_RETRY).await;
+    }
+}

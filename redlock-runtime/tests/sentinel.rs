@@ -1,0 +1,208 @@
+//! Redis Sentinel through real failovers: a lock acknowledged by a replica
+//! survives the primary's crash, renewals and wake-ups follow the new
+//! primary, and misconfiguration is a typed error. The scenarios that behave
+//! as on one Redis run with a Sentinel case in `lock.rs`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redlock_runtime::{ConfigError, LockClient, LockError, Mode, RetryPolicy};
+use redlock_tests::{MASTER_NAME, RedisServer, SentinelSet};
+use tokio::time::Instant;
+
+/// The client's debug logs, shown with a failing test's output.
+fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("redlock=debug")
+        .with_ansi(false)
+        .with_test_writer()
+        .try_init();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_primary() {
+    const TTL: Duration = Duration::from_secs(9);
+    logs();
+    // Two replicas: after the crash, the one not promoted replicates from
+    // the new primary, so `WAIT 1` can be met there.
+    let mut set = SentinelSet::start(2).await;
+    let urls = set.sentinel_urls();
+    let holder = LockClient::builder()
+        .sentinel(urls.clone(), MASTER_NAME)
+        .replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .expect("holder");
+    assert_eq!(holder.mode(), Mode::Sentinel);
+    let other = LockClient::sentinel(urls.clone(), MASTER_NAME)
+        .await
+        .expect("other");
+    let waiting = LockClient::builder()
+        .sentinel(urls.clone(), MASTER_NAME)
+        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+        .build()
+        .await
+        .expect("waiter");
+    let key = "sentinel:failover";
+    let guard = holder
+        .lock(key)
+        .ttl(TTL)
+        .acquire()
+        .await
+        .expect("acquire, acknowledged by a replica");
+    let token = guard.fencing_token();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let intruding = {
+        let (other, stop) = (other.clone(), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut got = 0;
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(Some(g)) = other.lock(key).try_acquire().await {
+                    got += 1;
+                    let _ = g.release().await;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            got
+        })
+    };
+
+    let killed_at = Instant::now();
+    let old = set.kill_primary().await;
+    let new = set.wait_for_failover(old).await;
+    eprintln!(
+        "sentinel failover (WAIT): {old} killed, {new} primary everywhere after {:?}",
+        killed_at.elapsed()
+    );
+    // A waiter that starts on the new primary: woken by the release there.
+    let waiter = tokio::spawn(async move {
+        let got = waiting
+            .lock(key)
+            .wait(Duration::from_secs(60))
+            .acquire()
+            .await
+            .expect("the waiter gets the lock after the release");
+        (Instant::now(), got)
+    });
+    // Past a whole ttl after the crash, the lock is held only if renewals
+    // went on on the new primary.
+    tokio::time::sleep_until(killed_at + TTL + Duration::from_secs(1)).await;
+    assert!(
+        guard.is_held(),
+        "the holder lost the lock through the failover"
+    );
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(
+        intruding.await.expect("intruder"),
+        0,
+        "another client acquired the key during the failover"
+    );
+    guard.release().await.expect("release on the new primary");
+    let released = Instant::now();
+    let (at, got) = waiter.await.expect("waiter task");
+    let latency = at.saturating_duration_since(released);
+    eprintln!("sentinel failover: the waiter got the lock {latency:?} after the release");
+    assert!(
+        latency <= Duration::from_millis(100),
+        "the waiter (backoff 2 s) took {latency:?}: its wake-up did not follow the new primary"
+    );
+    assert!(got.fencing_token() > token, "tokens go on increasing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_a_failover_reaches_the_new_primary_within_its_timeout() {
+    logs();
+    let mut set = SentinelSet::start(1).await;
+    let command_timeout = Duration::from_secs(1);
+    let locks = LockClient::builder()
+        .sentinel(set.sentinel_urls(), MASTER_NAME)
+        .command_timeout(command_timeout)
+        .build()
+        .await
+        .expect("client");
+    locks
+        .lock("before")
+        .acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    // A forced failover: the old primary lives on as a replica (READONLY).
+    set.failover().await;
+    let started = Instant::now();
+    let guard = locks
+        .lock("after")
+        .acquire()
+        .await
+        .expect("the first call after the failover succeeds");
+    let took = started.elapsed();
+    eprintln!("sentinel: first acquire after a forced failover took {took:?}");
+    assert!(
+        took <= command_timeout + Duration::from_secs(2),
+        "took {took:?}: more than the command timeout plus a Sentinel round trip"
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_misconfigurations_are_typed_config_errors() {
+    logs();
+    let set = SentinelSet::start(1).await;
+    let err = LockClient::sentinel(set.sentinel_urls(), "nosuchmaster")
+        .await
+        .expect_err("unknown master");
+    assert!(
+        matches!(
+            &err,
+            LockError::Config(ConfigError::UnknownSentinelMaster { master, .. }) if master == "nosuchmaster"
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("nosuchmaster"), "{err}");
+
+    let err = LockClient::sentinel(Vec::<String>::new(), MASTER_NAME)
+        .await
+        .expect_err("no Sentinel");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::InvalidSentinels { .. })),
+        "{err:?}"
+    );
+    let url = set.sentinel_urls()[0].clone();
+    let err = LockClient::sentinel([url.clone(), url.clone()], MASTER_NAME)
+        .await
+        .expect_err("twice");
+    assert!(err.to_string().contains("twice"), "{err}");
+    let err = LockClient::sentinel([url.clone()], " ")
+        .await
+        .expect_err("empty name");
+    assert!(err.to_string().contains("master name"), "{err}");
+    let err = LockClient::builder()
+        .sentinel([url.clone()], MASTER_NAME)
+        .cluster([url.clone()])
+        .build()
+        .await
+        .expect_err("two targets");
+    assert!(
+        matches!(
+            err,
+            LockError::Config(ConfigError::ConflictingTargets { .. })
+        ),
+        "{err:?}"
+    );
+    // A password in a Sentinel URL never shows.
+    let down = RedisServer::start().await;
+    let port = down.port();
+    drop(down);
+    let err = LockClient::builder()
+        .sentinel([format!("redis://:hunter2@127.0.0.1:{port}")], MASTER_NAME)
+        .connection_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect_err("no Sentinel answers");
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, LockError::Connect { .. }), "{err:?}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
