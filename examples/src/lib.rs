@@ -8,3 +8,4 @@
 pub mod client;
 pub mod orders;
 pub mod prometheus;
+pub mod store;

@@ -7,19 +7,34 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use redlock_tests::RedisServer;
+use redlock_tests::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet};
 
 /// Runs the demo (bounded: killed after 60 s) and returns its stdout.
 async fn run_demo(redis_url: Option<&str>) -> String {
+    match redis_url {
+        Some(url) => run_demo_with(&[("REDIS_URL", url)]).await,
+        None => run_demo_with(&[]).await,
+    }
+}
+
+/// Runs the demo with these store variables (the others removed).
+async fn run_demo_with(vars: &[(&str, &str)]) -> String {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_demo"));
+    for var in [
+        "REDIS_URL",
+        "REDIS_CLUSTER_URLS",
+        "REDIS_SENTINEL_URLS",
+        "REDIS_SENTINEL_MASTER",
+    ] {
+        command.env_remove(var);
+    }
     command
-        .env_remove("REDIS_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if let Some(url) = redis_url {
-        command.env("REDIS_URL", url);
+    for (name, value) in vars {
+        command.env(name, value);
     }
     let child = command.spawn().expect("start the demo binary");
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
@@ -105,5 +120,49 @@ async fn demo_on_redis() {
     assert!(
         redlock_tests::key_exists(redis.url(), "redlock-demo:{order:42:A-17}:fence").await,
         "the demo's fencing counter is in the harness Redis"
+    );
+}
+
+#[tokio::test]
+async fn demo_on_a_cluster() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let urls = cluster.urls().join(",");
+    let out = run_demo_with(&[("REDIS_CLUSTER_URLS", urls.as_str())]).await;
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("redlock demo using Redis at cluster["),
+        "first line: {first}"
+    );
+    check_use_cases(&out);
+    let slot = cluster.slot_of("redlock-demo:{order:42:A-17}:fence").await;
+    let master = cluster.master_of_slot(slot).await;
+    assert!(
+        redlock_tests::key_exists(
+            cluster.node(master).url(),
+            "redlock-demo:{order:42:A-17}:fence"
+        )
+        .await,
+        "the demo's fencing counter is on its slot's master"
+    );
+}
+
+#[tokio::test]
+async fn demo_through_sentinel() {
+    let set = SentinelSet::start(1).await;
+    let urls = set.sentinel_urls().join(",");
+    let out = run_demo_with(&[
+        ("REDIS_SENTINEL_URLS", urls.as_str()),
+        ("REDIS_SENTINEL_MASTER", MASTER_NAME),
+    ])
+    .await;
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("redlock demo using Redis at sentinel[mymaster @ "),
+        "first line: {first}"
+    );
+    check_use_cases(&out);
+    assert!(
+        redlock_tests::key_exists(set.primary().url(), "redlock-demo:{order:42:A-17}:fence").await,
+        "the demo's fencing counter is on the primary"
     );
 }

@@ -1,5 +1,5 @@
 //! End-to-end tests of the example binaries `manual_guard`,
-//! `redlock_cluster` and `scheduler_node`: each runs as a child process
+//! `redlock_cluster`, `scheduler_node` and `cluster_failover`: each runs as a child process
 //! against `redis-server` processes started by the test harness, and its
 //! output is checked.
 //!
@@ -21,8 +21,11 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The environment variables the examples read: cleared for each child, so
 /// the developer's own settings do not leak into the tests.
-const EXAMPLE_VARS: [&str; 6] = [
+const EXAMPLE_VARS: [&str; 9] = [
     "REDIS_URL",
+    "REDIS_CLUSTER_URLS",
+    "REDIS_SENTINEL_URLS",
+    "REDIS_SENTINEL_MASTER",
     "REDIS_URLS",
     "NODE",
     "TICKS",
@@ -517,4 +520,34 @@ async fn three_scheduler_nodes_run_each_tick_exactly_once() {
         tokens.windows(2).all(|w| w[0] < w[1]),
         "each run has a larger fencing token: {tokens:?}\n{all}"
     );
+}
+
+/// `cluster_failover` starts its own cluster (6 processes), kills the
+/// lock's master and shows the lock held through the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_shows_a_lock_surviving_its_masters_death() {
+    let run = Running::start(
+        "cluster_failover",
+        env!("CARGO_BIN_EXE_cluster_failover"),
+        &[],
+    )
+    .finish(Instant::now() + Duration::from_secs(90))
+    .await;
+    run.assert_success();
+    for wanted in [
+        "1. A takes account:42 (ttl 6s), acknowledged by one replica",
+        "   ok: B is refused while A holds it",
+        "   ok: B's token is larger than A's, across the failover",
+        "done",
+    ] {
+        run.assert_line(wanted);
+    }
+    assert!(
+        run.stdout.contains("(longer than its ttl)") && !run.stdout.contains("UNEXPECTED"),
+        "{}",
+        run.report()
+    );
+    let tokens = fencing_tokens(&run.stdout);
+    assert_eq!(tokens.len(), 2, "{}", run.report());
+    assert!(tokens[1] > tokens[0], "{}", run.report());
 }

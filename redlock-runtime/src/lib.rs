@@ -101,6 +101,8 @@
 //! | one Redis | [`LockClient::connect`] | holder crashes (the lease ends), network blips shorter than the lease, Redis restarts with `appendonly yes` + `appendfsync always`; `LOADING`, `BUSY` and similar refusals (retried within the wait) | Redis down (no lock can be taken: requests fail with a typed error, never "busy"); a restart without persistence, or from an RDB snapshot, while a lock is held (the lock is forgotten; fencing tokens still increase) |
 //! | a primary with replicas | [`LockClientBuilder::replicas`]`(n, timeout)` | all of the above, and a failover to a replica: every acquire and renewal waits until `n` replicas have it, else the lock is not held (an unacknowledged acquire is given back). `WAIT` runs on connections of its own, so it never delays a release | losing the primary and all `n` acknowledging replicas at once; Redis's asynchronous replication is made synchronous only for lock writes |
 //! | Redlock, 3 or 5 independent masters | [`LockClient::redlock`] / [`LockClientBuilder::redlock`] | any minority of nodes down, hung (paused) or cut off; a holder cut off from the majority learns it lost the lock (its validity ends) before anyone else can take it | a majority down (requests fail with [`LockError::Quorum`], saying which nodes failed); nodes that restart without persistence, unless [`restart_delay`](LockClientBuilder::restart_delay) is set to the longest ttl |
+//! | Redis Cluster | [`LockClient::cluster`] / [`LockClientBuilder::cluster`] | as one Redis, per master: each lock lives on the master of its key's slot, so locks on other masters are untouched by one master's trouble; slot migrations (`MOVED`, `ASK`, `TRYAGAIN` are followed within each call's limit); with [`replicas`](LockClientBuilder::replicas)`(n, ..)`, the failover of a master (`WAIT` on that master, in the same pipeline as the write) | without `replicas`, a master's crash can lose its newest locks (asynchronous replication: 1 of 20 in our kill test, see below); a majority of masters down (`CLUSTERDOWN`, a typed transient error, never "busy") |
+//! | Redis Sentinel | [`LockClient::sentinel`] / [`LockClientBuilder::sentinel`] | as a primary with replicas when used with `replicas(n, ..)`: the primary's crash or a forced failover; the client follows `+switch-master` and re-asks the Sentinels when the primary stops answering, within a call's limit plus one Sentinel round trip | without `replicas`, a crash can lose the newest locks, as on a cluster; all Sentinels down while the primary changes |
 //!
 //! In every mode, a holder that stops for longer than its lease (a GC or VM
 //! pause, SIGSTOP) cannot know it lost the lock until it runs again, and
@@ -135,6 +137,70 @@
 //! drift between the nodes. [`LockRequest::fair`] is not available with
 //! Redlock, and waiters poll instead of being woken by the release.
 //!
+//! **Cost.** One Redis and Sentinel: one round trip per acquire and release
+//! (plus `WAIT`'s replica round trip with `replicas`). Redis Cluster: the
+//! same per lock, on the lock's master; throughput grows with the masters,
+//! as each lock costs one master one script, and the client adds only the
+//! slot lookup (see the `lockbench` cluster group for the figure on one
+//! machine). Redlock: a round trip to every node, in parallel.
+//!
+//! # Redis Cluster and Sentinel
+//!
+//! **Cluster.** The lock, its fencing counter, its fair line and its
+//! wake-up channel share the key's `{hash tag}`
+//! (`<prefix>{<key>}`, `<prefix>{<key>}:fence`, ..), so one slot holds them
+//! all, and every script gets every key it touches in `KEYS` and names its
+//! commands literally (a unit test checks each script's text), so neither a
+//! cluster nor a proxy rejects one. A key whose hash tag would be empty (it
+//! starts with `}`) is refused with [`LockError::InvalidKey`].
+//!
+//! The client keeps one bb8-redis pool per master, the same lanes as for
+//! one Redis, and routes each call to its slot's master itself, from the
+//! cluster's own `CLUSTER SLOTS` map. We chose that over redis-rs's
+//! `ClusterConnection` for the lock commands because its defaults are wrong
+//! for locks and are not per call: it retries `TRYAGAIN` and `CLUSTERDOWN`
+//! in a task of its own (16 times, waiting a second or more), re-sends after
+//! a dropped connection, possibly after the caller's deadline and after its
+//! give-back, and multiplexes one connection per node, so `WAIT` there would
+//! stall every other command (redisson#4305). Here every call runs under the
+//! client's command timeout and the request's wait: `MOVED` updates the map
+//! and the call follows it, `ASK` is followed with `ASKING` in the same
+//! write, `TRYAGAIN` is retried after 10 ms, and a connection error or
+//! `CLUSTERDOWN` re-reads the map and, if another master serves the slot,
+//! sends there; otherwise the error is returned, typed and transient. Every
+//! script is safe to send twice (owner-checked; an acquire repeated with its
+//! own token finds the lock its own). redis-rs's cluster connection (the
+//! `cluster-async` feature) does one job here: the wake-up subscriber's
+//! `SSUBSCRIBE`, which it routes by slot and moves with slots.
+//!
+//! Releases publish with `SPUBLISH` (sharded pub/sub, Redis 7): the message
+//! stays on the lock's shard, where `PUBLISH` would go to every node. A
+//! node that loses a slot drops its channels (an unsolicited
+//! `SUNSUBSCRIBE`), and the client subscribes again where the slot went.
+//! On a cluster older than Redis 7 the release skips the publish (it is a
+//! `pcall`) and waiters poll at the retry policy's pace. The watchdog sends
+//! one pipeline per master per period (each command on one slot; `WAIT` at
+//! its end with replicas); a renewal its master answers with a redirection
+//! is sent again on its own.
+//!
+//! With [`replicas`](LockClientBuilder::replicas)`(n, ..)`, a master left
+//! with fewer than `n` replicas after a failover cannot acknowledge
+//! renewals: its locks are lost when their lease ends unless a replica
+//! (the old master coming back, say) joins in time. Keep `n + 1` replicas
+//! per master when a failover must not cost the locks.
+//!
+//! **Measured** here (`cargo test -p redlock-runtime --test cluster
+//! --test sentinel -- --nocapture`, 3 masters and 3 replicas on one
+//! machine): a killed master's replica took over in about 2.5 s, and a lock
+//! acknowledged with `replicas(1, ..)` was held and renewed through it; 20
+//! kills of a master right after an acquire without `WAIT` lost 1 lock.
+//! A waiter with a 2 s backoff got a released lock within 1 ms on each
+//! master, and within 1 ms after its slot had moved to another master.
+//!
+//! **Sentinel.** The primary is one Redis to the client; the Sentinels say
+//! which. The primary is reached with the first Sentinel URL's password and
+//! TLS settings.
+//!
 //! # Connecting
 //!
 //! - **A URL** ([`LockClient::connect`], [`LockClientBuilder::url`]): the
@@ -153,7 +219,9 @@
 //!   system's root certificates are trusted, or only the CA given with
 //!   [`LockClientBuilder::tls_certificates`], which also takes a client
 //!   certificate for mutual TLS. It applies to every node of a Redlock
-//!   client.
+//!   client. Cluster nodes and a Sentinel's primary are reached with the
+//!   TLS settings of the URLs given (this path is not yet tested against a
+//!   TLS cluster).
 //!
 //! When no connection can be made, the error says why, as a
 //! [`ConnectFailure`]: [`LockError::Connect`] from `connect`/`build`,

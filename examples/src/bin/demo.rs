@@ -4,6 +4,10 @@
 //! ```text
 //! cargo run -p redlock-examples --bin demo                                   # in-memory
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run -p redlock-examples --bin demo  # real Redis
+//! REDIS_CLUSTER_URLS=redis://127.0.0.1:7000,redis://127.0.0.1:7001 \
+//!     cargo run -p redlock-examples --bin demo                               # a Redis Cluster
+//! REDIS_SENTINEL_URLS=redis://127.0.0.1:26379 REDIS_SENTINEL_MASTER=mymaster \
+//!     cargo run -p redlock-examples --bin demo                               # Sentinel
 //! ```
 //!
 //! 1. **A service method** (`Orders::place_order`, annotated with
@@ -18,7 +22,7 @@
 //!    with `on_busy = "skip"` and `hold_at_least`: exactly one node runs
 //!    each tick.
 //!
-//! Each node is its own `LockClient` (with `REDIS_URL`; in memory the
+//! Each node is its own `LockClient` (with a Redis store; in memory the
 //! nodes share one client, as threads of one process would). The demo
 //! checks what it shows and exits with 1 if anything did not hold.
 
@@ -28,6 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 use redlock_examples::client::{Error, Reply, get, post_order};
 use redlock_examples::orders::{OrderStore, Orders, Placed, app};
+use redlock_examples::store::Store;
 use redlock_runtime::{LockClient, distributed_lock};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -61,28 +66,24 @@ async fn run() -> Result<bool, Error> {
 
 /// Three clients: three nodes.
 async fn connect() -> Result<(Vec<LockClient>, String), Error> {
-    match std::env::var("REDIS_URL") {
-        Ok(url) => {
+    let store = Store::from_env()?;
+    match store.builder() {
+        Some(_) => {
             let mut nodes = Vec::new();
             for _ in 0..3 {
                 // Separate clients, separate pools: like three processes.
-                nodes.push(
-                    LockClient::builder()
-                        .url(url.as_str())
-                        .key_prefix("redlock-demo:")
-                        .build()
-                        .await?,
-                );
+                let builder = store.builder().ok_or("a Redis store")?;
+                nodes.push(builder.key_prefix("redlock-demo:").build().await?);
             }
             let shown = format!("Redis at {}", nodes[0].target());
             Ok((nodes, shown))
         }
-        Err(_) => {
+        None => {
             let client = LockClient::in_memory();
             Ok((
                 vec![client.clone(), client.clone(), client],
                 "the in-memory backend: REDIS_URL is not set (set REDIS_URL=redis://host:port \
-                 to use Redis)"
+                 to use Redis, or REDIS_CLUSTER_URLS / REDIS_SENTINEL_URLS)"
                     .to_owned(),
             ))
         }

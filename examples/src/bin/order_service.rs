@@ -8,8 +8,11 @@
 //!
 //! Environment:
 //! - `ADDR`: where to listen (default `127.0.0.1:3000`).
-//! - `REDIS_URL`: the Redis for locks and idempotency records. Unset: this
-//!   process's memory, which protects one instance only (it says so).
+//! - `REDIS_URL`: the Redis for locks and idempotency records; or
+//!   `REDIS_CLUSTER_URLS=url,url,..` for a Redis Cluster; or
+//!   `REDIS_SENTINEL_URLS=url,..` with `REDIS_SENTINEL_MASTER` (default
+//!   `mymaster`) for a Sentinel-managed primary (one of the three). None:
+//!   this process's memory, which protects one instance only (it says so).
 //! - `NODE`: this instance's name, written into the orders it places
 //!   (default `node-<pid>`). Run two instances on two ports against one
 //!   Redis and they share the locks and the idempotency records.
@@ -46,6 +49,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use redlock_examples::orders::{OrderStore, Orders, app};
+use redlock_examples::store::Store;
 use redlock_runtime::LockClient;
 
 #[tokio::main]
@@ -61,9 +65,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("ADDR must be host:port: {e}"))?;
     let node = std::env::var("NODE").unwrap_or_else(|_| format!("node-{}", std::process::id()));
     let metrics = redlock_examples::prometheus::install()?;
-    let locks = match std::env::var("REDIS_URL") {
-        Ok(url) => LockClient::connect(url).await?,
-        Err(_) => {
+    let locks = match Store::from_env()?.builder() {
+        Some(builder) => builder.build().await?,
+        None => {
             tracing::warn!(
                 "REDIS_URL is not set: locks and idempotency records are kept in this process only"
             );
