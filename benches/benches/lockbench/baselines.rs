@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
-
 use crate::config::Config;
 use crate::contended::{CONTENDED_TTL, CONTENDED_WORKERS, Contended, contended};
 use crate::support::connect;
@@ -32,9 +30,10 @@ pub(crate) fn release_script() -> redis::Script {
 }
 
 /// One uncontended `raw` pair: `SET key token NX PX`, then `EVALSHA` of the
-/// compare-and-delete script.
-pub(crate) async fn raw_pair(
-    mut conn: MultiplexedConnection,
+/// compare-and-delete script (on one server's connection, or redis-rs's
+/// cluster connection, which routes each command by its key's slot).
+pub(crate) async fn raw_pair<C: redis::aio::ConnectionLike + Send>(
+    mut conn: C,
     script: Arc<redis::Script>,
     key: String,
 ) {

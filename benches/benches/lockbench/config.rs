@@ -7,7 +7,7 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
          [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
-  --only GROUPS         comma-separated subset of: uncontended,contended,renewal
+  --only GROUPS         comma-separated subset of: uncontended,contended,renewal,cluster
   --uncontended-secs S  seconds per uncontended cell (default 3)
   --contended-secs S    seconds per contended implementation (default 5)
   --renewal-secs S      seconds the renewal locks are held (default 10)
@@ -32,6 +32,8 @@ pub(crate) struct Config {
     pub(crate) run_uncontended: bool,
     pub(crate) run_contended: bool,
     pub(crate) run_renewal: bool,
+    /// The cluster group: ours on 3 masters against ours on one Redis.
+    pub(crate) run_cluster: bool,
 }
 
 impl Default for Config {
@@ -45,6 +47,7 @@ impl Default for Config {
             run_uncontended: true,
             run_contended: true,
             run_renewal: true,
+            run_cluster: true,
         }
     }
 }
@@ -149,14 +152,16 @@ impl Config {
                 self.run_uncontended = false;
                 self.run_contended = false;
                 self.run_renewal = false;
+                self.run_cluster = false;
                 for group in value.split(',').map(str::trim) {
                     match group {
                         "uncontended" => self.run_uncontended = true,
                         "contended" => self.run_contended = true,
                         "renewal" => self.run_renewal = true,
+                        "cluster" => self.run_cluster = true,
                         other => {
                             return Err(format!(
-                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal)"
+                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal, cluster)"
                             ));
                         }
                     }

@@ -1,6 +1,6 @@
 //! The JSON lines: one record per measurement, each an object whose
 //! `scenario` field says what it is (`meta`, `uncontended`, `contended`,
-//! `renewal`, `target`, `run`).
+//! `renewal`, `cluster`, `cluster_renewal`, `target`, `run`).
 //!
 //! Floats are rounded to 3 decimals, a whole number is written without a
 //! fraction (`1`, not `1.0`), and NaN (a ratio with nothing to divide by)
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Serialize, Serializer};
 
 use crate::baselines::{RSLOCK_RETRY_DELAY, RSLOCK_VERSION};
+use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
@@ -25,11 +26,43 @@ enum Record<'a> {
     Uncontended(UncontendedRow<'a>),
     Contended(ContendedRow<'a>),
     Renewal(RenewalRow<'a>),
+    Cluster(ClusterRow<'a>),
+    #[serde(rename = "cluster_renewal")]
+    ClusterRenewal(ClusterRenewalRow<'a>),
     Target(TargetRow<'a>),
     Run {
         #[serde(serialize_with = "num")]
         seconds: f64,
     },
+}
+
+#[derive(Serialize)]
+struct ClusterRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    masters: usize,
+    concurrency: usize,
+    pairs: usize,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    #[serde(serialize_with = "num")]
+    pairs_per_sec: f64,
+    p50_us: u32,
+    p99_us: u32,
+    #[serde(serialize_with = "num")]
+    ratio_to_single: f64,
+}
+
+#[derive(Serialize)]
+struct ClusterRenewalRow<'a> {
+    masters: usize,
+    locks: usize,
+    #[serde(serialize_with = "num")]
+    periods: f64,
+    pipelines: &'a BTreeMap<String, u64>,
+    #[serde(serialize_with = "num")]
+    max_pipelines_per_master_per_period: f64,
+    held_at_end: usize,
 }
 
 #[derive(Serialize)]
@@ -230,6 +263,34 @@ pub(crate) fn renewal(r: &Renewal) {
         rss_holding_mib: r.rss_holding_mib,
         held_at_end: r.held_at_end,
         release_errors: r.release_errors,
+    }));
+}
+
+pub(crate) fn cluster(c: &ClusterRun) {
+    for r in &c.cells {
+        emit(&Record::Cluster(ClusterRow {
+            implementation: r.name,
+            masters: if r.name.ends_with("cluster") {
+                MASTERS
+            } else {
+                1
+            },
+            concurrency: r.concurrency,
+            pairs: r.pairs,
+            seconds: r.elapsed.as_secs_f64(),
+            pairs_per_sec: r.per_sec().round(),
+            p50_us: percentile(&r.latencies_us, 0.50),
+            p99_us: percentile(&r.latencies_us, 0.99),
+            ratio_to_single: c.vs_single(r.name, r.concurrency),
+        }));
+    }
+    emit(&Record::ClusterRenewal(ClusterRenewalRow {
+        masters: MASTERS,
+        locks: c.renewal_locks,
+        periods: c.renewal_periods,
+        pipelines: &c.pipelines,
+        max_pipelines_per_master_per_period: c.max_pipelines_per_period(),
+        held_at_end: c.renewal_held_at_end,
     }));
 }
 

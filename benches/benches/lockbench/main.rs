@@ -45,12 +45,19 @@
 //!   round trips per period (`LockClient::renewal_round_trips`), and this
 //!   process's resident memory before acquiring and while holding.
 //!
+//! - **cluster** ([`cluster`]): our client on a Redis Cluster of 3 masters
+//!   (started through the harness) against our client on the one server,
+//!   uncontended pairs/s at concurrency 1 and 32 in interleaved slices, and
+//!   the renewal pipelines each master gets per period for the renewal
+//!   scenario's number of locks.
+//!
 //! Renewal runs first, so that its memory reading is not inflated by what
 //! the other scenarios allocated. It prints a table per group
 //! ([`report`]), then one JSON line per measurement ([`json`]), then the
 //! issue's targets with PASS/MISS ([`targets`]). Progress goes to stderr.
 
 mod baselines;
+mod cluster;
 mod config;
 mod contended;
 mod json;
@@ -109,6 +116,11 @@ async fn main() {
         contended_runs.push(baselines::contended_raw(&url, &cfg).await);
     }
 
+    let clustered = match cfg.run_cluster {
+        true => Some(cluster::cluster(&url, &cfg).await),
+        false => None,
+    };
+
     // Tables.
     println!(
         "lockbench: redis-server {redis_version} (own, loopback), {} cores, our pool size {}, rslock {RSLOCK_VERSION}",
@@ -122,6 +134,9 @@ async fn main() {
     if let Some(r) = &renewal {
         report::print_renewal(r);
     }
+    if let Some(c) = &clustered {
+        report::print_cluster(c);
+    }
 
     // JSON lines.
     println!();
@@ -131,9 +146,13 @@ async fn main() {
     if let Some(r) = &renewal {
         json::renewal(r);
     }
+    if let Some(c) = &clustered {
+        json::cluster(c);
+    }
 
     // Targets.
-    let targets = targets::targets(&uncontended, &contended_runs, renewal.as_ref());
+    let mut targets = targets::targets(&uncontended, &contended_runs, renewal.as_ref());
+    targets.extend(targets::cluster_targets(clustered.as_ref()));
     targets::print_targets(&targets);
     json::targets(&targets);
     let total = started.elapsed().as_secs_f64();

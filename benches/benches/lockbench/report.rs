@@ -1,5 +1,6 @@
 //! The human-readable tables, one per scenario.
 
+use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
@@ -113,5 +114,39 @@ pub(crate) fn print_renewal(r: &Renewal) {
     println!(
         "  still held at the end            {} of {} (client watches {}); release errors {}",
         r.held_at_end, r.locks, r.watched, r.release_errors
+    );
+}
+
+pub(crate) fn print_cluster(c: &ClusterRun) {
+    println!(
+        "\ncluster: our client on {MASTERS} masters (one machine) against our client on one Redis"
+    );
+    println!(
+        "{:<11} {:>11} {:>10} {:>8} {:>8} {:>10}",
+        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs single"
+    );
+    for r in &c.cells {
+        let vs = format!("{:.2}", c.vs_single(r.name, r.concurrency));
+        println!(
+            "{:<11} {:>11} {:>10.0} {:>8} {:>8} {:>10}",
+            r.name,
+            r.concurrency,
+            r.per_sec(),
+            percentile(&r.latencies_us, 0.50),
+            percentile(&r.latencies_us, 0.99),
+            vs
+        );
+    }
+    let per_node: Vec<String> = c
+        .pipelines
+        .iter()
+        .map(|(node, n)| format!("{node} {:.2}", *n as f64 / c.renewal_periods))
+        .collect();
+    println!(
+        "  renewal: {} locks over {MASTERS} masters, {:.1} periods: pipelines per master per period {}; {} still held",
+        c.renewal_locks,
+        c.renewal_periods,
+        per_node.join(", "),
+        c.renewal_held_at_end
     );
 }

@@ -1,5 +1,6 @@
 //! The targets, judged against this run's measurements.
 
+use crate::cluster::ClusterRun;
 use crate::contended::Contended;
 use crate::renewal::Renewal;
 use crate::support::{ms, percentile};
@@ -117,6 +118,30 @@ pub(crate) fn targets(
         pass: renewal.and_then(|r| r.rss_holding_mib).map(|m| m < 50.0),
     });
     out
+}
+
+/// The cluster group's targets: routing costs little, renewals stay batched.
+pub(crate) fn cluster_targets(run: Option<&ClusterRun>) -> Vec<Target> {
+    let ratio = run.map(|c| (c.ratio(32), c.raw_ratio(32)));
+    let pipelines = run.map(ClusterRun::max_pipelines_per_period);
+    vec![
+        Target {
+            what: "cluster/single >= 0.8 at concurrency 32".into(),
+            measured: ratio.map_or_else(
+                || "not run".into(),
+                |(r, raw)| format!("{r:.2} (raw commands on the same machine: {raw:.2})"),
+            ),
+            pass: ratio.map(|(r, _)| r >= 0.8),
+        },
+        Target {
+            what: "cluster renewal: <= 2 pipelines per master per period".into(),
+            measured: run.zip(pipelines).map_or_else(
+                || "not run".into(),
+                |(c, p)| format!("{p:.2} at most, {} locks", c.renewal_locks),
+            ),
+            pass: pipelines.map(|p| p <= 2.0),
+        },
+    ]
 }
 
 fn status(pass: Option<bool>) -> &'static str {

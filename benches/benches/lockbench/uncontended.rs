@@ -33,7 +33,7 @@ pub(crate) struct Measured {
 }
 
 impl Measured {
-    fn empty(name: &'static str, concurrency: usize) -> Self {
+    pub(crate) fn empty(name: &'static str, concurrency: usize) -> Self {
         Measured {
             name,
             concurrency,
@@ -43,7 +43,7 @@ impl Measured {
         }
     }
 
-    fn absorb(&mut self, slice: Measured) {
+    pub(crate) fn absorb(&mut self, slice: Measured) {
         self.pairs += slice.pairs;
         self.elapsed += slice.elapsed;
         self.latencies_us.extend(slice.latencies_us);
@@ -67,7 +67,7 @@ pub(crate) fn ratio_to_raw(results: &[Measured], r: &Measured) -> f64 {
 /// Runs `op(task, i)` in `concurrency` tasks for `duration`, timing each
 /// call; `i` counts from `first` in each task. With `warm_up`, a few untimed
 /// calls come first.
-async fn run<F, Fut>(
+pub(crate) async fn run<F, Fut>(
     name: &'static str,
     concurrency: usize,
     duration: Duration,
