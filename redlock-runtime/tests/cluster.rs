@@ -161,6 +161,60 @@ async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited() {
     drop(got);
 }
 
+/// A live reshard moves keys in batches, so a lock's key may already be on
+/// the destination while its fencing counter is not: Redis answers a
+/// script on both `TRYAGAIN` until they are together again. The release
+/// is sent again within its command timeout and succeeds once the second
+/// key moved (then through `ASK`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_during_a_split_move_retries_tryagain_within_its_timeout() {
+    logs();
+    let cluster = RedisCluster::start(3, 0).await;
+    let locks = LockClient::builder()
+        .cluster(cluster.urls())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("client");
+    let from = cluster.master_indices().await[0];
+    let key = key_on(&cluster, from, "split").await;
+    let slot = cluster.slot_of(&stored(&key)).await;
+    let to = cluster
+        .master_indices()
+        .await
+        .into_iter()
+        .find(|&m| m != from)
+        .expect("another master");
+    let guard = locks.lock(key.clone()).acquire().await.expect("acquire");
+    let migration = cluster.begin_migration(slot, to).await;
+    migration.move_key(&cluster, &stored(&key)).await;
+    let started = Instant::now();
+    let release = tokio::spawn(async move { guard.release().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !release.is_finished(),
+        "the release cannot run while its keys are split"
+    );
+    migration
+        .move_key(&cluster, &format!("{}:fence", stored(&key)))
+        .await;
+    release
+        .await
+        .expect("release task")
+        .expect("the release succeeds once the keys are together");
+    let took = started.elapsed();
+    eprintln!("split move: the release went through after {took:?} of TRYAGAIN");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    migration.finish(&cluster).await;
+    // The next holder finds it free on the destination.
+    locks
+        .lock(key)
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("free after the release");
+}
+
 /// Kills the master of `key` and waits until its replica serves the slot.
 async fn kill_master_of(cluster: &mut RedisCluster, key: &str) -> usize {
     let slot = cluster.slot_of(&stored(key)).await;
