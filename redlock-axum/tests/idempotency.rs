@@ -977,3 +977,43 @@ async fn a_bare_bb8_pool_works_and_waiting_duplicates_poll() {
     assert_eq!(waiting.body, first.body);
     assert_eq!(probe.runs(), 1);
 }
+
+/// On a cluster, a double submit gives 201 + 409, the retry replays, and
+/// every key of the record (the record, its fencing counter) is in one
+/// slot on one master, so no script touching them can be CROSSSLOT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_records_keys_share_one_slot_and_one_master() {
+    let (b, _locks, probe, mut events, server) = setup_on(Backend::Cluster, true, |l| l).await;
+    let addr = server.addr;
+    let first =
+        tokio::spawn(
+            async move { post_ok(addr, "/orders", Some("k-slot"), r#"{"sku":"A"}"#).await },
+        );
+    events.started().await;
+    let second = post_ok(addr, "/orders", Some("k-slot"), r#"{"sku":"A"}"#).await;
+    assert_eq!(second.status, StatusCode::CONFLICT);
+    probe.open(1);
+    assert_eq!(first.await.expect("first").status, StatusCode::CREATED);
+    let retry = post_ok(addr, "/orders", Some("k-slot"), r#"{"sku":"A"}"#).await;
+    assert!(retry.replayed(), "{retry:?}");
+
+    let mut found: Vec<(u16, String)> = Vec::new();
+    for node in b.servers() {
+        let mut raw = raw_redis(&node.url()).await;
+        let keys: Vec<String> = raw.keys("idem:*").await.expect("KEYS");
+        for key in keys {
+            let slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .expect("KEYSLOT");
+            found.push((slot, node.url()));
+        }
+    }
+    assert!(found.len() >= 2, "the record and its counter: {found:?}");
+    assert!(
+        found.windows(2).all(|w| w[0] == w[1]),
+        "the record's keys are in one slot on one master: {found:?}"
+    );
+}

@@ -139,10 +139,15 @@
 //!
 //! **Cost.** One Redis and Sentinel: one round trip per acquire and release
 //! (plus `WAIT`'s replica round trip with `replicas`). Redis Cluster: the
-//! same per lock, on the lock's master; throughput grows with the masters,
-//! as each lock costs one master one script, and the client adds only the
-//! slot lookup (see the `lockbench` cluster group for the figure on one
-//! machine). Redlock: a round trip to every node, in parallel.
+//! same per lock, on the lock's master only, so throughput grows with the
+//! masters: with keys spread over the slots, `N` masters on cores of their
+//! own serve about `N` times the per-master figure (one Redis served 40k
+//! acquire+release pairs/s from one client at concurrency 32 in `lockbench`
+//! on a 2-core machine). On that machine, where 3 masters share the 2 cores
+//! with the client, the cluster measured 0.70 of one Redis, and the same
+//! raw commands through redis-rs 0.73: the cores' limit, not routing
+//! (`cargo bench -p redlock-benches --bench lockbench -- --only cluster`).
+//! Redlock: a round trip to every node, in parallel.
 //!
 //! # Redis Cluster and Sentinel
 //!

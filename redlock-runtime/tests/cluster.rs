@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use redlock_runtime::{ConfigError, LockClient, LockError, RetryPolicy};
+use redlock_runtime::{
+    ConfigError, LockClient, LockError, RetryPolicy, current_lock, distributed_lock,
+};
 use redlock_tests::{RedisCluster, RedisServer};
 use tokio::time::Instant;
 
@@ -645,4 +647,104 @@ async fn a_key_that_empties_the_hash_tag_is_refused_not_crossslot() {
     fenced.store(guard.fencing_token(), Ordering::SeqCst);
     guard.release().await.expect("release");
     assert!(fenced.load(Ordering::SeqCst) > 0);
+}
+
+/// A service whose method runs under `#[distributed_lock]` on a cluster.
+struct Accounts {
+    locks: LockClient,
+    inside: Arc<AtomicBool>,
+    tokens: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Accounts {
+    #[distributed_lock(key = "account:<id>", ttl = "5s", wait = "30s", client = self.locks)]
+    async fn transfer(&self, id: u64) -> Result<(), LockError> {
+        assert!(
+            !self.inside.swap(true, Ordering::SeqCst),
+            "two transfers on account {id} at once"
+        );
+        let token = current_lock().map(|l| l.fencing_token()).unwrap_or(0);
+        self.tokens.lock().expect("tokens").push(token);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.inside.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_serializes_a_method_across_cluster_clients() {
+    logs();
+    let cluster = RedisCluster::start(3, 0).await;
+    let inside = Arc::new(AtomicBool::new(false));
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let service = Arc::new(Accounts {
+            locks: LockClient::cluster(cluster.urls()).await.expect("client"),
+            inside: Arc::clone(&inside),
+            tokens: Arc::clone(&tokens),
+        });
+        for _ in 0..4 {
+            let service = Arc::clone(&service);
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    service.transfer(7).await.expect("transfer");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let tokens = tokens.lock().expect("tokens");
+    assert_eq!(tokens.len(), 80);
+    assert!(
+        tokens.windows(2).all(|w| w[1] > w[0]),
+        "fencing tokens increase in lock order"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_protected_cluster_works_and_the_password_never_shows() {
+    logs();
+    let cluster = RedisCluster::start(3, 0).await;
+    for node in cluster.nodes() {
+        redlock_tests::require_password(node.url(), "hunter2").await;
+    }
+    let urls: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("redis://:hunter2@127.0.0.1:{}", n.port()))
+        .collect();
+    // One node listed: the others are reached with its password.
+    let locks = LockClient::cluster([urls[0].clone()])
+        .await
+        .expect("client");
+    for i in 0..9 {
+        let guard = locks
+            .lock(format!("secret:{i}"))
+            .acquire()
+            .await
+            .expect("acquire on every master");
+        guard.release().await.expect("release");
+    }
+    let shown = format!("{locks:?} {}", locks.target());
+    assert!(!shown.contains("hunter2"), "{shown}");
+    // A wrong password: a typed, permanent error without the secret.
+    let wrong = format!("redis://:wrong-secret@127.0.0.1:{}", cluster.node(0).port());
+    let err = LockClient::cluster([wrong])
+        .await
+        .expect_err("wrong password");
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains("wrong-secret"), "{text}");
+    assert!(
+        matches!(
+            err,
+            LockError::Connect {
+                failure: redlock_runtime::ConnectFailure::Auth,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use redlock_runtime::{LockClient, RetryPolicy, current_lock};
 use redlock_tests::{
-    FaultProxy, FencedStore, RedisServer, key_exists, raw_connection, start_replica,
+    FaultProxy, FencedStore, RedisCluster, RedisServer, key_exists, raw_connection, start_replica,
 };
 use tokio::task::JoinHandle;
 
@@ -460,4 +460,67 @@ async fn soak_redlock_five_nodes() {
     }
     soak.finish("Redlock, 5 nodes, restart delay", faults, true, &urls)
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_cluster_with_slot_moves_and_paused_masters() {
+    let cluster = RedisCluster::start(3, 0).await;
+    let urls = cluster.urls();
+    let client = || {
+        LockClient::builder()
+            .cluster(urls.iter().cloned())
+            .command_timeout(Duration::from_millis(300))
+            .connection_timeout(Duration::from_millis(300))
+            .retry(RetryPolicy::new(
+                Duration::from_millis(2),
+                Duration::from_millis(50),
+            ))
+            .build_unchecked()
+            .expect("client")
+    };
+    let clients = [client(), client()];
+    let slot = cluster.slot_of(&format!("lock:{{{KEY}}}")).await;
+    let soak = Soak::start(&clients, 5);
+    let mut rng = fastrand::Rng::with_seed(55);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        let owner = cluster.master_of_slot(slot).await;
+        let others: Vec<usize> = cluster
+            .master_indices()
+            .await
+            .into_iter()
+            .filter(|&m| m != owner)
+            .collect();
+        let to = others[rng.usize(..others.len())];
+        match rng.u8(0..3) {
+            // The whole move at once: MOVED from then on.
+            0 => cluster.migrate_slot(slot, to).await,
+            // Half-way for a while (ASK; TRYAGAIN while keys are split).
+            1 => {
+                let migration = cluster.begin_migration(slot, to).await;
+                tokio::time::sleep(Duration::from_millis(rng.u64(20..150))).await;
+                migration.move_all_keys(&cluster).await;
+                tokio::time::sleep(Duration::from_millis(rng.u64(20..150))).await;
+                migration.finish(&cluster).await;
+            }
+            // The lock's master stops answering for a while.
+            _ => {
+                cluster
+                    .node(owner)
+                    .pause_for(Duration::from_millis(rng.u64(50..300)))
+                    .await
+            }
+        }
+        faults += 1;
+    }
+    // The key can only be on the master that serves its slot now.
+    let owner = cluster.node(cluster.master_of_slot(slot).await).url();
+    soak.finish(
+        "cluster, slot moves and paused masters",
+        faults,
+        true,
+        &[owner],
+    )
+    .await;
 }
