@@ -29,7 +29,8 @@
 //!   so the number of series stays bounded: give keys without a `:` an
 //!   explicit label.
 //! - `backend`: `redis` (one Redis, with or without replicas), `redlock`
-//!   (a quorum of nodes) or `memory`.
+//!   (a quorum of nodes), `cluster` (Redis Cluster), `sentinel` (a primary
+//!   found through Redis Sentinel) or `memory`.
 //!
 //! `redlock-axum` adds `redlock_idempotency_requests_total` (see its docs).
 //!
