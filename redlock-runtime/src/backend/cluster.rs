@@ -67,7 +67,7 @@ pub(crate) struct Node {
     pub(crate) name: String,
     pub(crate) backend: RedisBackend,
     /// Watchdog renewal pipelines sent to this node.
-    renewal_pipelines: AtomicU64,
+    pub(super) renewal_pipelines: AtomicU64,
 }
 
 /// A node the user listed: where the first slot map comes from.
@@ -91,7 +91,7 @@ pub(crate) struct ClusterBackend {
 }
 
 /// What to do after an error from a node.
-enum Follow {
+pub(super) enum Follow {
     Moved(u16, Addr),
     Ask(Addr),
     TryAgain,
@@ -100,7 +100,7 @@ enum Follow {
     Fail,
 }
 
-fn follow(e: &OpError) -> Follow {
+pub(super) fn follow(e: &OpError) -> Follow {
     let OpError::Redis(e) = e else {
         return match e {
             OpError::Connect { .. } | OpError::Pool { .. } | OpError::Timeout(_) => Follow::Remap,
@@ -142,7 +142,7 @@ impl ClusterBackend {
     }
 
     /// The node at `addr`, opened on first use.
-    fn node(&self, addr: &Addr) -> Result<Arc<Node>, OpError> {
+    pub(super) fn node(&self, addr: &Addr) -> Result<Arc<Node>, OpError> {
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(node) = nodes.get(addr) {
             return Ok(Arc::clone(node));
@@ -159,14 +159,14 @@ impl ClusterBackend {
         Ok(node)
     }
 
-    fn current_map(&self) -> Option<Arc<SlotMap>> {
+    pub(super) fn current_map(&self) -> Option<Arc<SlotMap>> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    fn set_map(&self, map: SlotMap) -> Arc<SlotMap> {
+    pub(super) fn set_map(&self, map: SlotMap) -> Arc<SlotMap> {
         let map = Arc::new(map);
         *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&map));
         map
@@ -270,7 +270,7 @@ impl ClusterBackend {
 
     /// Reads the map again in the background (after a `MOVED`, which often
     /// means more slots moved).
-    fn refresh_soon(self: &Arc<Self>) {
+    pub(super) fn refresh_soon(self: &Arc<Self>) {
         if self.refreshing.try_lock().is_err() {
             return;
         }
@@ -286,7 +286,7 @@ impl ClusterBackend {
 
     /// Runs `call` on the master of `keys`' slot within `limit`, following
     /// the cluster's redirections (see the module docs).
-    async fn route<T, F, Fut>(
+    pub(super) async fn route<T, F, Fut>(
         self: &Arc<Self>,
         keys: &Keys,
         limit: Duration,
@@ -413,131 +413,6 @@ impl ClusterBackend {
     ) -> Result<bool, OpError> {
         self.route(complete.keys, limit, |node, left| async move {
             node.backend.complete(complete, left).await
-        })
-        .await
-    }
-
-    /// The watchdog's batch: one pipeline per master (each command on one
-    /// slot, `WAIT` at its end with replicas), all sent at once. Renewals
-    /// whose slot moved (`MOVED`, or no master in the map) go in a second
-    /// round of pipelines, per their new master: at most two pipelines per
-    /// master per batch. What is still redirected then (`ASK`, `TRYAGAIN`
-    /// during a migration) is sent on its own, following it.
-    pub(crate) async fn extend_many(
-        self: &Arc<Self>,
-        items: &[Renewal<'_>],
-        limit: Duration,
-    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
-        let deadline = Instant::now() + limit;
-        let mut answers: Vec<Option<Result<bool, OpError>>> =
-            (0..items.len()).map(|_| None).collect();
-        let mut pending: Vec<usize> = (0..items.len()).collect();
-        for _round in 0..2 {
-            if pending.is_empty() {
-                break;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            let map = match self.current_map() {
-                Some(map) => map,
-                None => self.refresh(left).await?,
-            };
-            let mut groups: HashMap<Addr, Vec<usize>> = HashMap::new();
-            for &i in &pending {
-                if let Some(addr) = map.owner(slot(items[i].keys.lock.as_bytes())) {
-                    groups.entry(addr.clone()).or_default().push(i);
-                }
-            }
-            let sends: FuturesUnordered<_> = groups
-                .into_iter()
-                .map(|(addr, indexes)| async move {
-                    let node = self.node(&addr)?;
-                    let batch: Vec<Renewal<'_>> = indexes.iter().map(|&i| items[i]).collect();
-                    node.renewal_pipelines.fetch_add(1, Ordering::Relaxed);
-                    let replies = node.backend.extend_many(&batch, left).await;
-                    Ok::<_, OpError>((indexes, replies))
-                })
-                .collect();
-            for outcome in sends.collect::<Vec<_>>().await {
-                let (indexes, replies) = outcome?;
-                match replies {
-                    Ok(replies) => {
-                        for (i, reply) in indexes.into_iter().zip(replies) {
-                            answers[i] = Some(reply);
-                        }
-                    }
-                    Err(e) => {
-                        if matches!(follow(&e), Follow::Remap) {
-                            self.refresh_soon();
-                        }
-                        for i in indexes {
-                            answers[i] = Some(Err(e.copy()));
-                        }
-                    }
-                }
-            }
-            // Note where the slots went, and send those again.
-            pending.retain(|&i| match &answers[i] {
-                None => true,
-                Some(Err(e)) => match follow(e) {
-                    Follow::Moved(moved, addr) => {
-                        if let Some(map) = self.current_map() {
-                            self.set_map(map.with_owner(moved, addr));
-                        }
-                        true
-                    }
-                    _ => false,
-                },
-                Some(Ok(_)) => false,
-            });
-        }
-        // Still redirected or unrouted: each on its own, at once.
-        let followed: Vec<(usize, Result<bool, OpError>)> = answers
-            .iter()
-            .enumerate()
-            .filter(|(_, answer)| match answer {
-                None => true,
-                Some(Err(e)) => matches!(
-                    follow(e),
-                    Follow::Moved(..) | Follow::Ask(_) | Follow::TryAgain
-                ),
-                Some(Ok(_)) => false,
-            })
-            .map(|(i, _)| async move {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let answer = if left.is_zero() {
-                    Err(OpError::Timeout(limit))
-                } else {
-                    self.renew_one(&items[i], left).await
-                };
-                (i, answer)
-            })
-            .collect::<FuturesUnordered<_>>()
-            .collect()
-            .await;
-        for (i, answer) in followed {
-            answers[i] = Some(answer);
-        }
-        Ok(answers
-            .into_iter()
-            .map(|a| a.unwrap_or(Err(OpError::Timeout(limit))))
-            .collect())
-    }
-
-    /// One watchdog renewal, routed on its own (never shortening a lease).
-    async fn renew_one(
-        self: &Arc<Self>,
-        renewal: &Renewal<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(renewal.keys, limit, |node, left| async move {
-            node.backend
-                .extend_many(std::slice::from_ref(renewal), left)
-                .await?
-                .pop()
-                .unwrap_or(Err(OpError::Reply("no answer to a renewal".to_owned())))
         })
         .await
     }

@@ -1,0 +1,203 @@
+//! [`OpError`]: a failed backend call, classified (was the command applied?
+//! may it pass?) and turned into the public [`LockError`].
+
+use std::time::Duration;
+
+use crate::error::{ConnectFailure, LockError, Operation, QuorumDetail};
+
+/// A failed backend call, before the client adds the key and operation.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpError {
+    /// Redis answered with an error, or the connection failed.
+    #[error("{0}")]
+    Redis(::redis::RedisError),
+    /// The pool gave no connection in time.
+    #[error("no connection within {timeout:?}{}", last_error.as_deref().map(|e| format!(" (last connection error: {e})")).unwrap_or_default())]
+    Pool {
+        timeout: Duration,
+        last_error: Option<String>,
+    },
+    /// No connection could be made: refused, unreachable, rejected
+    /// credentials or TLS, or a connect timeout. Nothing was sent.
+    #[error("{failure} ({detail})")]
+    Connect {
+        failure: ConnectFailure,
+        detail: String,
+    },
+    /// The whole call ran over its time limit.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// Fewer replicas than required acknowledged the write in time.
+    #[error("{acknowledged} of {wanted} replicas acknowledged within {timeout:?}")]
+    Replicas {
+        wanted: u32,
+        acknowledged: u32,
+        timeout: Duration,
+    },
+    /// Redlock: no majority of the nodes answered as needed.
+    #[error("{0}")]
+    Quorum(Box<QuorumDetail>),
+    /// Redlock: the node started less than the restart delay ago, and
+    /// grants nothing for this long yet.
+    #[error("started less than the restart delay ago; it grants again in {left:?}")]
+    Restarted { left: Duration },
+    /// The in-memory store holds its most records.
+    #[error(
+        "the in-memory store holds {0} records, its most; use a Redis-backed LockClient for \
+         more, or a shorter retention"
+    )]
+    Full(usize),
+    /// Redis answered something the scripts never return.
+    #[error("unexpected reply from Redis: {0}")]
+    Reply(String),
+    /// Redis Cluster: the lock's keys would hash to different slots.
+    #[error(
+        "the key leaves the lock's hash tag empty (it starts with `}}`, or the key prefix holds \
+         `{{}}`), so Redis Cluster would put the lock and its fencing counter in different \
+         slots; change the key or prefix"
+    )]
+    CrossSlot,
+    /// Redis Cluster: a listed node is not in cluster mode.
+    #[error("{node} is not in cluster mode (cluster support disabled)")]
+    NotCluster { node: String },
+    /// Sentinel: no Sentinel that answered knows the master name.
+    #[error("no Sentinel knows a master named `{master}`")]
+    UnknownMaster {
+        master: String,
+        sentinels: Vec<String>,
+    },
+}
+
+impl OpError {
+    /// True when the command may have reached Redis and been applied even
+    /// though no answer came back.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Redis(e) => crate::error::is_connection_failure(e),
+            // The write reached the primary; too few replicas have it.
+            Self::Timeout(_) | Self::Replicas { .. } => true,
+            Self::Pool { .. } | Self::Connect { .. } | Self::Restarted { .. } | Self::Full(_) => {
+                false
+            }
+            Self::Reply(_) => true,
+            Self::CrossSlot | Self::NotCluster { .. } | Self::UnknownMaster { .. } => false,
+            // The quorum backend has already released on every node it could.
+            Self::Quorum(_) => false,
+        }
+    }
+
+    /// A copy of a batch-wide failure, for each request of the batch: the
+    /// same variant where it matters to the caller (a replica shortfall,
+    /// a timeout, a connection failure), else its text.
+    pub(crate) fn copy(&self) -> OpError {
+        match self {
+            Self::Timeout(limit) => Self::Timeout(*limit),
+            Self::Replicas {
+                wanted,
+                acknowledged,
+                timeout,
+            } => Self::Replicas {
+                wanted: *wanted,
+                acknowledged: *acknowledged,
+                timeout: *timeout,
+            },
+            Self::Reply(text) => Self::Reply(text.clone()),
+            other => {
+                let (failure, detail) = other.connect_failure_ref();
+                Self::Connect { failure, detail }
+            }
+        }
+    }
+
+    /// Why a connection check failed, classified, with the detail.
+    pub(crate) fn connect_failure(self) -> (ConnectFailure, String) {
+        self.connect_failure_ref()
+    }
+
+    /// [`connect_failure`](Self::connect_failure), borrowing.
+    pub(crate) fn connect_failure_ref(&self) -> (ConnectFailure, String) {
+        match self {
+            Self::Connect { failure, detail } => (*failure, detail.clone()),
+            Self::Redis(e) => (ConnectFailure::of(e), e.to_string()),
+            e @ (Self::Pool { .. } | Self::Timeout(_)) => (ConnectFailure::Timeout, e.to_string()),
+            e => (ConnectFailure::Other, e.to_string()),
+        }
+    }
+
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Self::Redis(e) => crate::error::is_transient_redis(e),
+            Self::Connect { failure, .. } => !failure.is_permanent(),
+            Self::Timeout(_)
+            | Self::Pool { .. }
+            | Self::Replicas { .. }
+            | Self::Quorum(_)
+            | Self::Restarted { .. } => true,
+            Self::Full(_)
+            | Self::Reply(_)
+            | Self::CrossSlot
+            | Self::NotCluster { .. }
+            | Self::UnknownMaster { .. } => false,
+        }
+    }
+
+    /// The public error for `key` and `op`.
+    pub(crate) fn into_lock_error(self, key: &str, op: Operation) -> LockError {
+        let key = key.to_owned();
+        match self {
+            Self::Redis(source) => LockError::Redis { key, op, source },
+            Self::Timeout(timeout) => LockError::Timeout { key, op, timeout },
+            Self::Connect { failure, detail } => LockError::Connection {
+                key,
+                op,
+                failure,
+                detail,
+            },
+            Self::Pool {
+                timeout,
+                last_error,
+            } => LockError::Pool {
+                key,
+                op,
+                timeout,
+                last_error,
+            },
+            Self::Replicas {
+                wanted,
+                acknowledged,
+                timeout,
+            } => LockError::Replicas {
+                key,
+                op,
+                wanted,
+                acknowledged,
+                timeout,
+            },
+            Self::Quorum(detail) => LockError::Quorum {
+                key,
+                op,
+                detail: *detail,
+            },
+            e @ Self::CrossSlot => LockError::InvalidKey {
+                key,
+                reason: e.to_string(),
+            },
+            Self::NotCluster { node } => {
+                LockError::Config(crate::error::ConfigError::NotACluster { node })
+            }
+            Self::UnknownMaster { master, sentinels } => {
+                LockError::Config(crate::error::ConfigError::UnknownSentinelMaster {
+                    master,
+                    sentinels,
+                })
+            }
+            // Only a Redlock node answers this, and the quorum backend turns
+            // it into a node failure; kept whole should it ever surface.
+            e @ (Self::Restarted { .. } | Self::Full(_) | Self::Reply(_)) => LockError::Redis {
+                key,
+                op,
+                source: ::redis::RedisError::from(std::io::Error::other(e.to_string())),
+            },
+        }
+    }
+}
