@@ -285,6 +285,50 @@ async fn too_few_acknowledgements_give_the_lock_back() {
     replica.resume();
 }
 
+/// With replicas, the script and its `WAIT` go in one pipeline: after the
+/// script cache is flushed, the pipeline's `NOSCRIPT` loads the script and
+/// sends both again; and a busy answer is not failed by the `WAIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_and_wait_pipeline_survives_a_script_flush() {
+    let (primary, _replica) = replicated().await;
+    let locks = LockClient::builder()
+        .url(primary.url())
+        .replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .expect("connect");
+    warm_up(&locks).await;
+    let mut conn = raw_connection(primary.url()).await;
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
+    let guard = locks
+        .lock("flushed")
+        .acquire()
+        .await
+        .expect("acquire after a flush");
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .expect("SCRIPT FLUSH");
+    guard
+        .extend(Duration::from_secs(20))
+        .await
+        .expect("extend after a flush");
+    assert!(
+        locks
+            .lock("flushed")
+            .try_acquire()
+            .await
+            .expect("a busy answer, not an error")
+            .is_none()
+    );
+    guard.release().await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_wait_does_not_delay_a_release() {
     let (primary, replica) = replicated().await;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::call::ScriptCall;
 use super::redis::{On, RedisBackend, acquire_reply, took};
 use super::{AcquireReply, Keys, OpError};
 use crate::scripts;
@@ -28,23 +29,17 @@ impl RedisBackend {
                 token,
                 limit,
                 |r: &Vec<i64>| took(r),
-                |mut link| {
-                    let (queue, waiters) = (&queue, &waiters);
-                    async move {
-                        scripts::FAIR_ACQUIRE
-                            .on(self.publish)
-                            .key(&keys.lock)
-                            .key(&keys.fence)
-                            .key(queue)
-                            .key(waiters)
-                            .arg(token)
-                            .arg(millis_ceil(ttl))
-                            .arg(millis_ceil(presence))
-                            .arg(if want_time { "1" } else { "0" })
-                            .arg(retention)
-                            .invoke_async(&mut link.conn)
-                            .await
-                    }
+                |_| {
+                    ScriptCall::new(scripts::FAIR_ACQUIRE.on(self.publish))
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .key(&queue)
+                        .key(&waiters)
+                        .arg(token)
+                        .arg(millis_ceil(ttl))
+                        .arg(millis_ceil(presence))
+                        .arg(if want_time { "1" } else { "0" })
+                        .arg(retention)
                 },
             )
             .await?;

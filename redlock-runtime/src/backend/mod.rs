@@ -11,6 +11,7 @@ use std::time::Duration;
 
 pub(crate) use op_error::OpError;
 
+mod call;
 pub(crate) mod cluster;
 mod cluster_renew;
 pub(crate) mod conn;

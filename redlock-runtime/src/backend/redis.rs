@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::call::ScriptCall;
 use super::conn::{Lane, Link};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
 use crate::scripts::{self, Publish};
@@ -162,38 +163,63 @@ impl RedisBackend {
         }
     }
 
-    /// A write on `token`'s connection of the `WAIT` lane then, with
-    /// replicas and when `wrote(&reply)`, `WAIT` on that same connection
-    /// (it counts that connection's writes). Too few acknowledgements are
-    /// [`OpError::Replicas`], an error whose outcome counts as unknown.
-    pub(super) async fn acknowledged_write<T, F, Fut>(
+    /// A script write on `token`'s connection of the `WAIT` lane; with
+    /// replicas, in one pipeline with `WAIT` on that same connection (it
+    /// counts that connection's writes), whose count matters when
+    /// `wrote(&reply)`. Too few acknowledgements are [`OpError::Replicas`],
+    /// an error whose outcome counts as unknown.
+    pub(super) async fn acknowledged_write<'a, T, F>(
         &self,
         token: &str,
         limit: Duration,
         wrote: fn(&T) -> bool,
-        write: F,
+        call: F,
     ) -> Result<T, OpError>
     where
-        F: Fn(Link) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
+        T: redis::FromRedisValue,
+        F: Fn(&Link) -> ScriptCall<'a>,
     {
         let replicas = self.replicas;
         let (reply, acked) = self
-            .run(On::Waiting, Some(token), self.with_wait(limit), |link| {
-                // The connection's handle, kept for `WAIT` (only with replicas).
-                let conn = replicas.map(|r| (r, link.conn.clone()));
-                let reply = write(link);
-                async move {
-                    let reply = reply.await?;
-                    let acked = match conn {
-                        Some((r, mut conn)) if wrote(&reply) => {
-                            Some(wait_replicas(&mut conn, r).await?)
-                        }
-                        _ => None,
-                    };
-                    Ok((reply, acked))
-                }
-            })
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| {
+                    let call = call(&link);
+                    async move {
+                        let Some(r) = replicas else {
+                            let reply = call.invocation().invoke_async(&mut link.conn).await?;
+                            return Ok((reply, None));
+                        };
+                        let mut pipe = redis::pipe();
+                        pipe.add_command(call.evalsha())
+                            .cmd("WAIT")
+                            .arg(r.count)
+                            .arg(millis_ceil(r.timeout));
+                        let (reply, acked): (T, i64) = match pipe.query_async(&mut link.conn).await
+                        {
+                            // The script cache was flushed (or Redis restarted):
+                            // load the script, send both again.
+                            Err(e)
+                                if e.kind()
+                                    == redis::ErrorKind::Server(
+                                        redis::ServerErrorKind::NoScript,
+                                    ) =>
+                            {
+                                call.script
+                                    .prepare_invoke()
+                                    .load_async(&mut link.conn)
+                                    .await?;
+                                pipe.query_async(&mut link.conn).await?
+                            }
+                            answer => answer?,
+                        };
+                        let acked = wrote(&reply).then_some(acked);
+                        Ok((reply, acked))
+                    }
+                },
+            )
             .await?;
         acknowledged(replicas, acked)?;
         Ok(reply)
@@ -228,13 +254,12 @@ impl RedisBackend {
                 token,
                 limit,
                 |r: &Vec<i64>| took(r),
-                |mut link| async move {
+                |link| {
                     let not_before = match (delay_ms, link.boot_ms) {
                         (Some(delay), Some(boot)) => boot.saturating_add(delay),
                         _ => 0,
                     };
-                    scripts::ACQUIRE
-                        .on(self.publish)
+                    ScriptCall::new(scripts::ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .arg(token)
@@ -242,8 +267,6 @@ impl RedisBackend {
                         .arg(retention)
                         .arg(if want_time { "1" } else { "0" })
                         .arg(not_before)
-                        .invoke_async(&mut link.conn)
-                        .await
                 },
             )
             .await?;
@@ -367,14 +390,12 @@ impl RedisBackend {
                 token,
                 limit,
                 |done| *done == 1,
-                |mut link| async move {
-                    scripts::renew_script(keys.kind)
+                |_| {
+                    ScriptCall::new(scripts::renew_script(keys.kind))
                         .key(&keys.lock)
                         .arg(token)
                         .arg(ttl_ms)
                         .arg(0)
-                        .invoke_async(&mut link.conn)
-                        .await
                 },
             )
             .await?;
@@ -565,15 +586,6 @@ fn op_error(e: redis::RedisError, limit: Duration) -> OpError {
 /// repeat anyway.
 fn is_dead_connection(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error()
-}
-
-/// `WAIT count timeout` on the connection that made the writes.
-async fn wait_replicas(conn: &mut super::conn::Conn, r: Replicas) -> redis::RedisResult<i64> {
-    redis::cmd("WAIT")
-        .arg(r.count)
-        .arg(millis_ceil(r.timeout))
-        .query_async(conn)
-        .await
 }
 
 /// An error when fewer replicas than required acknowledged a write.
