@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. The Redis tests start their own redis-server
-# processes, so redis-server must be on PATH: this installs it with apt-get
+# processes (and the cluster suites join them with redis-cli), so both must
+# be on PATH: this installs them with apt-get
 # when it is missing and we are root (or sudo works without a password);
 # otherwise it stops and says what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; elif sudo -n true 2>/dev/null; then sudo="sudo -n"; else sudo="none"; fi
     if [ "$sudo" != "none" ]; then
-      echo "redis-server not found: installing it with apt-get" >&2
+      echo "redis-server or redis-cli not found: installing them with apt-get" >&2
       $sudo apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
     fi
   fi
 fi
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "error: the tests need redis-server on PATH. Install it: 'sudo apt-get install redis-server' (Debian/Ubuntu) or 'brew install redis' (macOS)." >&2
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "error: the tests need redis-server and redis-cli on PATH. Install them: 'sudo apt-get install redis-server redis-tools' (Debian/Ubuntu) or 'brew install redis' (macOS)." >&2
   exit 1
 fi
 
