@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. The Redis tests start their own redis-server
 # processes (and the cluster suites join them with redis-cli), so both must
-# be on PATH: this installs them with apt-get
-# when it is missing and we are root (or sudo works without a password);
-# otherwise it stops and says what to install.
+# be on PATH: this installs them with apt-get when one is missing and we are
+# root (or sudo works without a password); otherwise it stops and says what
+# to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
