@@ -748,3 +748,60 @@ async fn a_password_protected_cluster_works_and_the_password_never_shows() {
         "{err:?}"
     );
 }
+
+/// A cluster without sharded pub/sub (as before Redis 7; played here by
+/// renaming `SPUBLISH` and `SSUBSCRIBE` away): releases still release (the
+/// publish is a `pcall`), and waiters get the lock by polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_sharded_pub_sub_releases_work_and_waiters_poll() {
+    logs();
+    let disabled = "";
+    let cluster = RedisCluster::start_with_args(
+        3,
+        0,
+        &[
+            "--rename-command",
+            "SPUBLISH",
+            disabled,
+            "--rename-command",
+            "SSUBSCRIBE",
+            disabled,
+        ],
+    )
+    .await;
+    let holder = LockClient::cluster(cluster.urls()).await.expect("holder");
+    let waiting = LockClient::builder()
+        .cluster(cluster.urls())
+        .retry(
+            RetryPolicy::new(Duration::from_millis(200), Duration::from_millis(200)).jitter(false),
+        )
+        .build()
+        .await
+        .expect("waiter");
+    let guard = holder.lock("nopush").acquire().await.expect("acquire");
+    let waiter = tokio::spawn(async move {
+        let got = waiting
+            .lock("nopush")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("the waiter gets the lock by polling");
+        (Instant::now(), got)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    guard
+        .release()
+        .await
+        .expect("the release works without SPUBLISH");
+    let released = Instant::now();
+    let (at, got) = waiter.await.expect("waiter");
+    let latency = at.saturating_duration_since(released);
+    eprintln!(
+        "without sharded pub/sub: the waiter polled its way in {latency:?} after the release"
+    );
+    assert!(
+        latency <= Duration::from_millis(200) + Duration::from_millis(300),
+        "{latency:?}: more than one backoff step"
+    );
+    got.release().await.expect("release");
+}

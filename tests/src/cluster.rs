@@ -89,6 +89,21 @@ impl RedisCluster {
     /// is missing (the message says what to install), or if the cluster does not form
     /// within its bounds (the message quotes `redis-cli` and the nodes' logs).
     pub async fn start(masters: usize, replicas_per_master: usize) -> RedisCluster {
+        RedisCluster::start_with_args(masters, replicas_per_master, &[]).await
+    }
+
+    /// [`RedisCluster::start`] with `extra` arguments for every node (say
+    /// `["--rename-command", "SPUBLISH", ""]` to play a server without
+    /// a command).
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisCluster::start`].
+    pub async fn start_with_args(
+        masters: usize,
+        replicas_per_master: usize,
+        extra: &[&str],
+    ) -> RedisCluster {
         assert!(
             masters >= 3,
             "RedisCluster::start: a Redis Cluster needs at least 3 masters (got {masters})"
@@ -97,7 +112,7 @@ impl RedisCluster {
         crate::redis_server::redis_cli_binary().unwrap_or_else(|m| panic!("{m}"));
         let timeout = NODE_TIMEOUT_MS.to_string();
         // A relative name lands in the node's `--dir`, which is its own.
-        let args = [
+        let mut args = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
@@ -105,6 +120,7 @@ impl RedisCluster {
             "--cluster-node-timeout",
             &timeout,
         ];
+        args.extend_from_slice(extra);
         let total = masters * (1 + replicas_per_master);
         let mut nodes = Vec::with_capacity(total);
         for _ in 0..total {

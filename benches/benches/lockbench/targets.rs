@@ -133,6 +133,13 @@ pub(crate) fn cluster_targets(run: Option<&ClusterRun>) -> Vec<Target> {
             ),
             pass: ratio.map(|(r, _)| r >= 0.8),
         },
+        // What the goal is about: our routing and redirection, with the
+        // machine's own cluster/single cap (the raw commands') divided out.
+        Target {
+            what: "cluster routing overhead: ours cluster/single over raw cluster/single >= 0.8 at concurrency 32".into(),
+            measured: ratio.map_or_else(|| "not run".into(), |(r, raw)| format!("{:.2}", r / raw)),
+            pass: ratio.map(|(r, raw)| r / raw >= 0.8),
+        },
         Target {
             what: "cluster renewal: <= 2 pipelines per master per period".into(),
             measured: run.zip(pipelines).map_or_else(
