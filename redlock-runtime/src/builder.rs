@@ -66,6 +66,9 @@ pub struct LockClientBuilder {
     pool_size: Option<u32>,
     connection_timeout: Option<Duration>,
     tls: Option<TlsCertificates>,
+    /// Sentinel: whether to follow `+switch-master` (tests turn it off to
+    /// check the re-asking on errors alone).
+    sentinel_announcements: Option<bool>,
     settings: Settings,
 }
 
@@ -296,6 +299,16 @@ impl LockClientBuilder {
         self
     }
 
+    /// Sentinel: follow the Sentinels' `+switch-master` announcements (on
+    /// by default). Off, the client learns of a failover only by asking the
+    /// Sentinels again when the primary stops answering or refuses writes:
+    /// for tests of that path.
+    #[doc(hidden)]
+    pub fn sentinel_announcements(mut self, follow: bool) -> Self {
+        self.sentinel_announcements = Some(follow);
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -341,6 +354,12 @@ impl LockClientBuilder {
                         .to_owned(),
                 });
             }
+        }
+        if !matches!(target, Target::Sentinel { .. }) && self.sentinel_announcements.is_some() {
+            return Err(not_for(
+                "sentinel_announcements",
+                "it is a Sentinel setting: use it with `.sentinel(urls, master)`",
+            ));
         }
         if !redlock && self.node_timeout.is_some() {
             return Err(not_for(
@@ -522,7 +541,8 @@ impl LockClientBuilder {
                 (Backend::Cluster(std::sync::Arc::new(backend)), wakeups)
             }
             Target::Sentinel { urls, master } => {
-                let (backend, name) = open::sentinel(&urls, &master, &connect)?;
+                let follow = self.sentinel_announcements.unwrap_or(true);
+                let (backend, name) = open::sentinel(&urls, &master, &connect, follow)?;
                 let backend = std::sync::Arc::new(backend);
                 let following = std::sync::Arc::downgrade(&backend);
                 // The subscriber connects to whichever server is primary.

@@ -209,7 +209,11 @@
 //!
 //! **Sentinel.** The primary is one Redis to the client; the Sentinels say
 //! which. The primary is reached with the first Sentinel URL's password and
-//! TLS settings.
+//! TLS settings. During a failover the old primary may take writes until
+//! the Sentinels make it a replica, and such writes are then lost: without
+//! [`replicas`](LockClientBuilder::replicas), a lock taken in that window
+//! can vanish; with `replicas(n, ..)` it is not counted, as the old primary
+//! has no replicas left to acknowledge it.
 //!
 //! # Connecting
 //!

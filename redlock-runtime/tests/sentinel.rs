@@ -283,3 +283,74 @@ async fn without_replicas_ten_primary_crashes_report_how_many_locks_were_lost() 
     );
     assert!(lost <= KILLS);
 }
+
+/// Without the `+switch-master` announcements, the client finds a failover
+/// by asking the Sentinels again: after a forced failover the old primary
+/// answers `READONLY`, after a crash it refuses connections, and in both
+/// cases the call reaches the new primary within its command timeout plus
+/// one Sentinel round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_announcements_a_call_asks_the_sentinels_again() {
+    logs();
+    let mut set = SentinelSet::start(2).await;
+    let command_timeout = Duration::from_secs(1);
+    let locks = LockClient::builder()
+        .sentinel(set.sentinel_urls(), MASTER_NAME)
+        .sentinel_announcements(false)
+        .command_timeout(command_timeout)
+        .build()
+        .await
+        .expect("client");
+    for (round, how) in ["forced failover (READONLY)", "crash (refused)"]
+        .iter()
+        .enumerate()
+    {
+        locks
+            .lock(format!("ask:{round}:before"))
+            .acquire()
+            .await
+            .expect("acquire before")
+            .release()
+            .await
+            .expect("release");
+        let old = set.current_primary_addr().await;
+        let new = if round == 0 {
+            let new = set.failover().await;
+            // Until the Sentinels turn the old primary into a replica it
+            // still takes writes (which `.replicas(n)` would refuse to
+            // count): wait for it, so that it answers `READONLY`.
+            let old_node = set
+                .nodes()
+                .iter()
+                .find(|n| n.addr() == old)
+                .expect("the old primary");
+            wait_until_replica(old_node).await;
+            new
+        } else {
+            let old = set.kill_primary().await;
+            set.wait_for_failover(old).await
+        };
+        eprintln!("{how}: primary {old} -> {new}");
+        let started = Instant::now();
+        let guard = locks
+            .lock(format!("ask:{round}:after"))
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("{how}: the first call after it failed: {e}"));
+        let took = started.elapsed();
+        eprintln!("sentinel, no announcements, {how}: first acquire took {took:?}");
+        assert!(
+            took <= command_timeout + Duration::from_secs(1),
+            "{how}: took {took:?}, more than the command timeout plus a Sentinel round trip"
+        );
+        assert!(
+            redlock_tests::key_exists(
+                format!("redis://{new}"),
+                &format!("lock:{{ask:{round}:after}}")
+            )
+            .await,
+            "{how}: the lock is on the new primary"
+        );
+        guard.release().await.expect("release on the new primary");
+    }
+}

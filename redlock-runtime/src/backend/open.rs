@@ -280,6 +280,7 @@ pub(crate) fn sentinel(
     urls: &[String],
     master: &str,
     c: &Connect,
+    follow_announcements: bool,
 ) -> Result<(SentinelBackend, String), ConfigError> {
     let invalid = |reason: String| ConfigError::InvalidSentinels { reason };
     if urls.is_empty() {
@@ -326,7 +327,7 @@ pub(crate) fn sentinel(
         ..c.clone()
     };
     Ok((
-        SentinelBackend::new(sentinels, master.to_owned(), connect),
+        SentinelBackend::new(sentinels, master.to_owned(), connect, follow_announcements),
         target,
     ))
 }

@@ -88,7 +88,14 @@ fn primary_gone(e: &OpError) -> bool {
 }
 
 impl SentinelBackend {
-    pub(crate) fn new(sentinels: Vec<SentinelNode>, master: String, connect: Connect) -> Self {
+    /// Without `follow_announcements`, no `+switch-master` watcher starts:
+    /// failovers are found by asking again on errors only.
+    pub(crate) fn new(
+        sentinels: Vec<SentinelNode>,
+        master: String,
+        connect: Connect,
+        follow_announcements: bool,
+    ) -> Self {
         Self {
             sentinels,
             master,
@@ -96,7 +103,8 @@ impl SentinelBackend {
             primary: RwLock::new(None),
             discovering: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(0),
-            watching: AtomicBool::new(false),
+            // "Already watching" keeps the watcher from starting.
+            watching: AtomicBool::new(!follow_announcements),
         }
     }
 
