@@ -805,3 +805,54 @@ async fn without_sharded_pub_sub_releases_work_and_waiters_poll() {
     );
     got.release().await.expect("release");
 }
+
+/// `.replicas(n, ..)` on a cluster whose masters have fewer replicas: the
+/// `WAIT` on the lock's master falls short, the acquire fails with the
+/// usual `LockError::Replicas` and gives the lock back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_replicas_on_the_locks_master_is_the_usual_replicas_error() {
+    logs();
+    let cluster = RedisCluster::start(3, 0).await;
+    let locks = LockClient::builder()
+        .cluster(cluster.urls())
+        .replicas(1, Duration::from_millis(100))
+        .build()
+        .await
+        .expect("client");
+    let err = locks
+        .lock("unreplicated")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .expect_err("no master has a replica");
+    assert!(
+        matches!(
+            err,
+            LockError::Replicas {
+                wanted: 1,
+                acknowledged: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // Given back: another client takes it at once.
+    let other = LockClient::cluster(cluster.urls()).await.expect("other");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        if other
+            .lock("unreplicated")
+            .try_acquire()
+            .await
+            .expect("try")
+            .is_some()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unacknowledged lock was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
