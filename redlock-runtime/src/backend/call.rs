@@ -4,7 +4,14 @@
 //! Cluster that connection is the master of the key's slot: the `WAIT` is
 //! never a lone command that a cluster client would send to every master.
 
+use std::time::Duration;
+
 use redis::{Cmd, Script, ScriptInvocation, ToRedisArgs};
+
+use super::OpError;
+use super::conn::Link;
+use super::redis::{On, RedisBackend, Replicas};
+use crate::util::millis_ceil;
 
 /// A script with its keys and arguments, to send as `EVALSHA`.
 pub(super) struct ScriptCall<'a> {
@@ -56,5 +63,81 @@ impl<'a> ScriptCall<'a> {
             cmd.arg(arg.as_slice());
         }
         cmd
+    }
+}
+
+impl RedisBackend {
+    /// A script write on `token`'s connection of the `WAIT` lane; with
+    /// replicas, in one pipeline with `WAIT` on that same connection (it
+    /// counts that connection's writes), whose count matters when
+    /// `wrote(&reply)`. Too few acknowledgements are [`OpError::Replicas`],
+    /// an error whose outcome counts as unknown.
+    pub(super) async fn acknowledged_write<'a, T, F>(
+        &self,
+        token: &str,
+        limit: Duration,
+        wrote: fn(&T) -> bool,
+        call: F,
+    ) -> Result<T, OpError>
+    where
+        T: redis::FromRedisValue,
+        F: Fn(&Link) -> ScriptCall<'a>,
+    {
+        let replicas = self.replicas;
+        let (reply, acked) = self
+            .run(
+                On::Waiting,
+                Some(token),
+                self.with_wait(limit),
+                |mut link| {
+                    let call = call(&link);
+                    async move {
+                        let Some(r) = replicas else {
+                            let reply = call.invocation().invoke_async(&mut link.conn).await?;
+                            return Ok((reply, None));
+                        };
+                        let mut pipe = redis::pipe();
+                        pipe.add_command(call.evalsha())
+                            .cmd("WAIT")
+                            .arg(r.count)
+                            .arg(millis_ceil(r.timeout));
+                        let (reply, acked): (T, i64) = match pipe.query_async(&mut link.conn).await
+                        {
+                            // The script cache was flushed (or Redis restarted):
+                            // load the script, send both again.
+                            Err(e)
+                                if e.kind()
+                                    == redis::ErrorKind::Server(
+                                        redis::ServerErrorKind::NoScript,
+                                    ) =>
+                            {
+                                call.script
+                                    .prepare_invoke()
+                                    .load_async(&mut link.conn)
+                                    .await?;
+                                pipe.query_async(&mut link.conn).await?
+                            }
+                            answer => answer?,
+                        };
+                        let acked = wrote(&reply).then_some(acked);
+                        Ok((reply, acked))
+                    }
+                },
+            )
+            .await?;
+        acknowledged(replicas, acked)?;
+        Ok(reply)
+    }
+}
+
+/// An error when fewer replicas than required acknowledged a write.
+fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
+    match (replicas, acked) {
+        (Some(r), Some(acked)) if acked < i64::from(r.count) => Err(OpError::Replicas {
+            wanted: r.count,
+            acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
+            timeout: r.timeout,
+        }),
+        _ => Ok(()),
     }
 }

@@ -351,70 +351,13 @@ impl ClusterBackend {
         }
     }
 
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        request: &Acquire<'_>,
-        limit: Duration,
-    ) -> Result<AcquireReply, OpError> {
-        self.route(request.keys, limit, |node, left| async move {
-            node.backend.acquire(request, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn extend(
-        self: &Arc<Self>,
-        renewal: &Renewal<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(renewal.keys, limit, |node, left| async move {
-            node.backend.extend(renewal, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn end(
-        self: &Arc<Self>,
-        end: &End<'_>,
-        limit: Duration,
-    ) -> Result<Ended, OpError> {
-        self.route(end.keys, limit, |node, left| async move {
-            node.backend.end(end, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn give_back(
-        self: &Arc<Self>,
-        give_back: &GiveBack<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(give_back.keys, limit, |node, left| async move {
-            node.backend.give_back(give_back, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn claim(
-        self: &Arc<Self>,
-        claim: &Claim<'_>,
-        limit: Duration,
-    ) -> Result<ClaimReply, OpError> {
-        self.route(claim.keys, limit, |node, left| async move {
-            node.backend.claim(claim, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn complete(
-        self: &Arc<Self>,
-        complete: &Complete<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(complete.keys, limit, |node, left| async move {
-            node.backend.complete(complete, left).await
-        })
-        .await
+    routed_verbs! {
+        acquire(request: Acquire<'_>) -> AcquireReply;
+        extend(renewal: Renewal<'_>) -> bool;
+        end(end: End<'_>) -> Ended;
+        give_back(give_back: GiveBack<'_>) -> bool;
+        claim(claim: Claim<'_>) -> ClaimReply;
+        complete(complete: Complete<'_>) -> bool;
     }
 
     /// Reads the slot map: every listed node that answers must be in

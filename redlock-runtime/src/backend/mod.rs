@@ -11,6 +11,27 @@ use std::time::Duration;
 
 pub(crate) use op_error::OpError;
 
+/// The verbs of a store that sends each call to one Redis it picks (a
+/// cluster's slot master, Sentinel's primary) through its own
+/// `route(keys, limit, call)`, which follows that store's redirections and
+/// failovers within `limit`. Expands inside its `impl`.
+macro_rules! routed_verbs {
+    ($($verb:ident($request:ident: $ty:ty) -> $out:ty;)*) => {
+        $(
+            pub(crate) async fn $verb(
+                self: &std::sync::Arc<Self>,
+                $request: &$ty,
+                limit: std::time::Duration,
+            ) -> Result<$out, OpError> {
+                self.route($request.keys, limit, |server, left| async move {
+                    server.backend.$verb($request, left).await
+                })
+                .await
+            }
+        )*
+    };
+}
+
 mod call;
 pub(crate) mod cluster;
 mod cluster_renew;

@@ -33,7 +33,8 @@ use super::open::{self, Connect};
 use super::redis::RedisBackend;
 use super::slots::Addr;
 use super::{
-    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, OpError, Renewal,
+    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, OpError,
+    Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -226,7 +227,12 @@ impl SentinelBackend {
     /// Runs `call` on the primary within `limit`; when the primary seems
     /// gone or demoted, asks the Sentinels once and, if they name another,
     /// sends it there.
-    async fn route<T, F, Fut>(self: &Arc<Self>, limit: Duration, call: F) -> Result<T, OpError>
+    async fn route<T, F, Fut>(
+        self: &Arc<Self>,
+        _keys: &Keys,
+        limit: Duration,
+        call: F,
+    ) -> Result<T, OpError>
     where
         F: Fn(Arc<Primary>, Duration) -> Fut,
         Fut: Future<Output = Result<T, OpError>>,
@@ -267,26 +273,13 @@ impl SentinelBackend {
         runtime.spawn(watch_switches(Arc::downgrade(self)));
     }
 
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        request: &Acquire<'_>,
-        limit: Duration,
-    ) -> Result<AcquireReply, OpError> {
-        self.route(limit, |p, left| async move {
-            p.backend.acquire(request, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn extend(
-        self: &Arc<Self>,
-        renewal: &Renewal<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(limit, |p, left| async move {
-            p.backend.extend(renewal, left).await
-        })
-        .await
+    routed_verbs! {
+        acquire(request: Acquire<'_>) -> AcquireReply;
+        extend(renewal: Renewal<'_>) -> bool;
+        end(end: End<'_>) -> Ended;
+        give_back(give_back: GiveBack<'_>) -> bool;
+        claim(claim: Claim<'_>) -> ClaimReply;
+        complete(complete: Complete<'_>) -> bool;
     }
 
     pub(crate) async fn extend_many(
@@ -294,53 +287,12 @@ impl SentinelBackend {
         items: &[Renewal<'_>],
         limit: Duration,
     ) -> Result<Vec<Result<bool, OpError>>, OpError> {
-        self.route(limit, |p, left| async move {
+        // One Redis: the batch goes whole to the primary.
+        let Some(first) = items.first() else {
+            return Ok(Vec::new());
+        };
+        self.route(first.keys, limit, |p, left| async move {
             p.backend.extend_many(items, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn end(
-        self: &Arc<Self>,
-        end: &End<'_>,
-        limit: Duration,
-    ) -> Result<Ended, OpError> {
-        self.route(
-            limit,
-            |p, left| async move { p.backend.end(end, left).await },
-        )
-        .await
-    }
-
-    pub(crate) async fn give_back(
-        self: &Arc<Self>,
-        give_back: &GiveBack<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(limit, |p, left| async move {
-            p.backend.give_back(give_back, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn claim(
-        self: &Arc<Self>,
-        claim: &Claim<'_>,
-        limit: Duration,
-    ) -> Result<ClaimReply, OpError> {
-        self.route(limit, |p, left| async move {
-            p.backend.claim(claim, left).await
-        })
-        .await
-    }
-
-    pub(crate) async fn complete(
-        self: &Arc<Self>,
-        complete: &Complete<'_>,
-        limit: Duration,
-    ) -> Result<bool, OpError> {
-        self.route(limit, |p, left| async move {
-            p.backend.complete(complete, left).await
         })
         .await
     }
