@@ -10,7 +10,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::backend::{Acquire, AcquireReply, Keys};
+use crate::backend::{Acquire, AcquireReply, Keys, Kind};
 use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
@@ -37,6 +37,33 @@ pub(crate) struct Params {
     pub(crate) hold_at_least: Option<Duration>,
     pub(crate) fair: bool,
     pub(crate) label: Option<Arc<str>>,
+    /// What is taken: a lock, a side of a read/write lock, permits.
+    pub(crate) shape: Shape,
+}
+
+/// What a request takes under its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// A lock ([`LockClient::lock`](crate::LockClient::lock)).
+    Lock,
+    /// A read/write lock's read side.
+    Read,
+    /// A read/write lock's write side.
+    Write,
+    /// `permits` of a semaphore of `limit`.
+    Permits { limit: u32, permits: u32 },
+}
+
+impl Shape {
+    /// The keys of `key` for this shape.
+    pub(crate) fn keys(self, prefix: &str, key: String) -> Keys {
+        match self {
+            Self::Lock => Keys::new(prefix, key),
+            Self::Read => Keys::rw(prefix, key, Kind::Read),
+            Self::Write => Keys::rw(prefix, key, Kind::Write),
+            Self::Permits { limit, permits } => Keys::semaphore(prefix, key, limit, permits),
+        }
+    }
 }
 
 impl Params {
@@ -49,8 +76,64 @@ impl Params {
             hold_at_least: None,
             fair: false,
             label: None,
+            shape: Shape::Lock,
         }
     }
+}
+
+/// The `run` scope of this task that a request re-enters instead of taking
+/// its key again: one holding the same lock, or (a reader) either side of
+/// the same read/write lock. A writer inside a read scope of its key is
+/// refused at once: it would wait for its own read lock. Permits are
+/// counted, never re-entered.
+pub(crate) fn reentry(core: &Core, p: &Params) -> Result<Option<Arc<RunScope>>, LockError> {
+    let outer = match p.shape {
+        Shape::Lock => RunScope::holding(core.id(), &p.key, |k| k == Kind::Lock),
+        Shape::Read | Shape::Write => {
+            RunScope::holding(core.id(), &p.key, |k| matches!(k, Kind::Read | Kind::Write))
+        }
+        Shape::Permits { .. } => None,
+    };
+    if p.shape == Shape::Write
+        && let Some(outer) = &outer
+        && outer.held.keys().kind == Kind::Read
+    {
+        return Err(LockError::Upgrade { key: p.key.clone() });
+    }
+    Ok(outer)
+}
+
+/// Refuses what this request's shape cannot do here.
+fn check_shape(core: &Core, p: &Params) -> Result<(), LockError> {
+    if p.shape == Shape::Lock {
+        return Ok(());
+    }
+    if !core.backend().supports_synchronizers() {
+        return Err(ConfigError::Unsupported {
+            feature: "read/write locks and semaphores",
+            reason: crate::error::SYNCHRONIZERS_ON_REDLOCK,
+        }
+        .into());
+    }
+    let refused = if p.fair {
+        Some("fair()")
+    } else if p.hold_at_least.is_some() {
+        Some("hold_at_least()")
+    } else {
+        None
+    };
+    if let Some(feature) = refused {
+        return Err(ConfigError::Unsupported {
+            feature,
+            reason: "it applies to plain locks only; a read/write lock already lets a waiting \
+                     writer in before new readers, and a semaphore's waiters race for permits",
+        }
+        .into());
+    }
+    if let Shape::Permits { limit, permits } = p.shape {
+        crate::util::validate_permits(limit, permits)?;
+    }
+    Ok(())
 }
 
 /// How an acquire ended, short of an error.
@@ -123,7 +206,8 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         }
         .into());
     }
-    if let Some(outer) = RunScope::holding(core.id(), &p.key) {
+    check_shape(core, p)?;
+    if let Some(outer) = reentry(core, p)? {
         return Ok(match reenter(&outer, &p.key, p.wait).await? {
             Some(turn) => Outcome::Acquired(LockGuard::reentrant(
                 Arc::clone(core),
@@ -134,15 +218,19 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         });
     }
 
-    let keys = Keys::new(&settings.key_prefix, p.key.clone());
+    let keys = p.shape.keys(&settings.key_prefix, p.key.clone());
     let token = uuid::Uuid::new_v4().to_string();
+    // A fair waiter holds a place in the line, a waiting writer one in the
+    // writers' set (not one that does not wait: it would keep readers out
+    // for nothing): both are given back with the rest.
+    let queued = p.fair || (p.shape == Shape::Write && !p.wait.is_zero());
     let started = Instant::now();
     let deadline = started + p.wait;
     let mut retries = 0u32;
     // Gives back, when this future ends without a guard (gave up, failed
     // or was dropped at any await), what an attempt may have taken: the
     // lock, or a place in the fair line.
-    let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), p.fair);
+    let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), queued);
 
     // Set after the first busy answer: wakes this waiter when the key is
     // released (push), while backoff keeps polling as the fallback.
@@ -171,9 +259,9 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             token: &token,
             ttl,
             want_time: p.hold_at_least.is_some(),
-            line: p.fair.then_some(presence),
+            line: queued.then_some(presence),
         };
-        pending.sending(sent, ttl.max(if p.fair { presence } else { ttl }));
+        pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
         let (result, pttl) = match attempt {
             Ok(AcquireReply::Acquired { fence, at_ms }) => {

@@ -11,7 +11,11 @@ use bb8_redis::RedisConnectionManager;
 
 use crate::backend::Mode;
 use crate::core::Core;
+use crate::latch::Latch;
+use crate::multi::MultiLock;
 use crate::request::LockRequest;
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 
 /// A handle to a lock store: one Redis server (over a `bb8-redis` pool), a
 /// Redlock quorum of them, or process memory.
@@ -72,6 +76,38 @@ impl LockClient {
     /// request runs.
     pub fn lock(&self, key: impl Into<String>) -> LockRequest {
         LockRequest::new(Arc::clone(&self.core), key.into())
+    }
+
+    /// A read/write lock named `key` (its keys in Redis are apart from a
+    /// lock's of the same name): many readers or one writer, writers
+    /// first. See [`RwLock`].
+    pub fn rw_lock(&self, key: impl Into<String>) -> RwLock {
+        RwLock::new(Arc::clone(&self.core), key.into())
+    }
+
+    /// A request for permits of the semaphore named `key`, which lets at
+    /// most `limit` permits be held at once; every caller of one semaphore
+    /// must pass the same limit. See [`Semaphore`].
+    pub fn semaphore(&self, key: impl Into<String>, limit: u32) -> Semaphore {
+        Semaphore::new(Arc::clone(&self.core), key.into(), limit)
+    }
+
+    /// The countdown latch named `key`. See [`Latch`].
+    pub fn latch(&self, key: impl Into<String>) -> Latch {
+        Latch::new(Arc::clone(&self.core), key.into())
+    }
+
+    /// A request for the locks of all `keys` at once (the same locks as
+    /// [`lock`](Self::lock)'s), without deadlock. See [`MultiLock`].
+    pub fn multi_lock<I, K>(&self, keys: I) -> MultiLock
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        MultiLock::new(
+            Arc::clone(&self.core),
+            keys.into_iter().map(Into::into).collect(),
+        )
     }
 
     /// The underlying pool, when the client is on one Redis.

@@ -4,6 +4,15 @@ use std::fmt;
 use std::time::Duration;
 
 pub use crate::connect_failure::ConnectFailure;
+pub use config::ConfigError;
+
+mod config;
+
+/// What to use instead of the synchronizers on a Redlock client.
+pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore or latch keeps \
+     its state in one store, and Redlock's independent masters share none; build a client on one \
+     Redis (with `.replicas(..)`), Sentinel or Redis Cluster for them (a multi-lock works on \
+     Redlock)";
 
 /// What went wrong with a lock operation.
 ///
@@ -44,6 +53,33 @@ pub enum LockError {
         key: String,
         /// Why the lock is known or presumed lost.
         reason: LostReason,
+    },
+
+    /// A write lock was asked for inside a `run` scope of this task that
+    /// holds the read lock of the same key: it would wait for itself.
+    #[error(
+        "this task holds the read lock `{key}`; a write lock taken inside it would wait for \
+         itself forever: release the read lock first, or take the write lock from the start and \
+         `downgrade()` it"
+    )]
+    Upgrade {
+        /// The read/write lock's key, without the client's prefix.
+        key: String,
+    },
+
+    /// A countdown latch's ttl ended while counts were left (or a
+    /// count-down found no latch set up).
+    #[error(
+        "latch `{key}` is not set up{}: set it up with `try_set_count(n, ttl)` and a ttl longer \
+         than the work, and check that every worker counts down",
+        if *.expired { " any more: its ttl ended before the count reached zero" } else { "" }
+    )]
+    Latch {
+        /// The latch's key, without the client's prefix.
+        key: String,
+        /// `true`: it was set up, and its ttl ended with counts left;
+        /// `false`: a count-down found it not set up.
+        expired: bool,
     },
 
     /// The key cannot be used as a lock key.
@@ -274,6 +310,8 @@ impl LockError {
             Self::Busy { key }
             | Self::WaitTimeout { key, .. }
             | Self::Lost { key, .. }
+            | Self::Upgrade { key }
+            | Self::Latch { key, .. }
             | Self::InvalidKey { key, .. }
             | Self::Redis { key, .. }
             | Self::Timeout { key, .. }
@@ -370,153 +408,6 @@ impl fmt::Display for Operation {
             Self::Release => "release",
         })
     }
-}
-
-/// A setting that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The Redis URL does not parse.
-    #[error(
-        "invalid Redis URL {url}: {reason}; expected `redis://[user:password@]host[:port][/db]`"
-    )]
-    InvalidUrl {
-        /// The URL, password redacted.
-        url: String,
-        /// Why it was rejected.
-        reason: String,
-    },
-    /// The builder was given no target: no URL, pool, Redlock nodes or
-    /// memory.
-    #[error(
-        "no lock store given: call `.url(..)`, `.pool(..)`, `.redlock(..)` or `.in_memory()` on \
-         the builder"
-    )]
-    MissingRedis,
-    /// The builder was given two targets (say `.url(..)` and
-    /// `.redlock(..)`): a client has one.
-    #[error("the builder was given both {first} and {second}: a client has one target; keep one")]
-    ConflictingTargets {
-        /// The target set first (`.url(..)`, `.pool(..)`, ...).
-        first: &'static str,
-        /// The target set second.
-        second: &'static str,
-    },
-    /// A builder setting that the chosen target does not use (say
-    /// `.node_timeout(..)` without `.redlock(..)`): refused rather than
-    /// ignored.
-    #[error("{setting} does not apply to {target}: {hint}")]
-    NotForTarget {
-        /// The setting (`node_timeout`, `pool_size`, ...).
-        setting: &'static str,
-        /// The target chosen (`.url(..)`, `.in_memory()`, ...).
-        target: &'static str,
-        /// What it applies to, or what to use instead.
-        hint: &'static str,
-    },
-    /// A duration setting is out of range.
-    #[error("invalid {name} {value:?}: {reason}")]
-    InvalidDuration {
-        /// Which setting (`ttl`, `wait`, `command_timeout`, ...).
-        name: &'static str,
-        /// The value given.
-        value: Duration,
-        /// The allowed range.
-        reason: &'static str,
-    },
-    /// The pool size is zero.
-    #[error("invalid pool size 0: a pool needs at least one connection")]
-    ZeroPoolSize,
-    /// A feature that the client's mode cannot offer.
-    #[error("{feature} is not available here: {reason}")]
-    Unsupported {
-        /// The feature asked for.
-        feature: &'static str,
-        /// Why, and what to use instead.
-        reason: &'static str,
-    },
-    /// The Redlock node list cannot make a safe quorum.
-    #[error("invalid Redlock nodes: {reason}")]
-    InvalidNodes {
-        /// What is wrong with the list.
-        reason: String,
-    },
-    /// The Redis Cluster node list is empty or names a node twice.
-    #[error("invalid Redis Cluster nodes: {reason}")]
-    InvalidClusterNodes {
-        /// What is wrong with the list.
-        reason: String,
-    },
-    /// A node given to [`LockClientBuilder::cluster`](crate::LockClientBuilder::cluster)
-    /// is a Redis server without cluster mode.
-    #[error(
-        "{node} is not in cluster mode (`cluster-enabled no`): give the nodes of a Redis Cluster \
-         to `.cluster(..)`, or connect to a single server with `.url(..)`"
-    )]
-    NotACluster {
-        /// The node, password redacted.
-        node: String,
-    },
-    /// The Sentinel list is empty or names a Sentinel twice, or the master
-    /// name is empty.
-    #[error("invalid Sentinel settings: {reason}")]
-    InvalidSentinels {
-        /// What is wrong.
-        reason: String,
-    },
-    /// No Sentinel that answered monitors a master of this name.
-    #[error(
-        "no Sentinel knows a master named `{master}` (asked {}): give the name from their \
-         `sentinel monitor <name> ..` configuration (`SENTINEL MASTERS` lists them)",
-        sentinels.join(", ")
-    )]
-    UnknownSentinelMaster {
-        /// The name asked for.
-        master: String,
-        /// The Sentinels asked, passwords redacted.
-        sentinels: Vec<String>,
-    },
-    /// The key prefix is too long.
-    #[error("invalid key prefix: {len} bytes, at most {max} are allowed")]
-    PrefixTooLong {
-        /// The prefix's length in bytes.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The Redis server is older than 6.2, which the lock scripts need
-    /// (`SET .. GET`).
-    #[error(
-        "Redis at {target} is version {version}; redlock needs Redis 6.2 or newer (its scripts \
-         use `SET .. GET`): upgrade the server"
-    )]
-    ServerTooOld {
-        /// The server, password redacted.
-        target: String,
-        /// The version it reported.
-        version: String,
-    },
-    /// Redis may evict lock keys, and the client was asked to refuse that
-    /// ([`LockClientBuilder::require_noeviction`](crate::LockClientBuilder::require_noeviction)).
-    #[error(
-        "Redis at {target} may evict lock keys under memory pressure (maxmemory is set with \
-         maxmemory-policy {policy}), and a lock evicted while held can be taken by a second \
-         owner; set `maxmemory-policy noeviction` on it (or remove the maxmemory limit)"
-    )]
-    EvictingPolicy {
-        /// The server, password redacted.
-        target: String,
-        /// Its `maxmemory-policy`.
-        policy: String,
-    },
-    /// `#[distributed_lock]` without `client = ..` ran before any client was
-    /// installed.
-    #[error(
-        "no process-wide LockClient is installed: call `redlock_runtime::install(client)` at \
-         startup, before the first `#[distributed_lock]` function runs, or give the attribute \
-         its own client with `client = ..`"
-    )]
-    NotInstalled,
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
-use crate::backend::OpError;
+use crate::backend::{Downgrade, Kind, OpError};
 use crate::core::Core;
 use crate::error::{LockError, LostReason, Operation};
 use crate::lock::{HeldLock, Lost};
@@ -237,6 +237,75 @@ impl LockGuard {
                 tracing::warn!(target: "redlock", key = %held.key(), error = %e, "lock release failed; the lease will run out by itself");
                 Err(e.into_lock_error(held.key(), Operation::Release))
             }
+        }
+    }
+
+    /// Turns this write lock into a read lock in one step, keeping the
+    /// lease's ttl: no other writer can come in between, and the readers
+    /// waiting for the writer are let in at once. The read guard that
+    /// comes back is renewed like this one was, and keeps the fencing token
+    /// of the write.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let locks = redlock_runtime::LockClient::in_memory();
+    /// let product = locks.rw_lock("product:7");
+    /// let write = product.write().acquire().await?;
+    /// // ... write the product ...
+    /// let read = write.downgrade().await?;
+    /// assert!(product.read().try_acquire().await?.is_some(), "readers come in");
+    /// assert!(product.write().try_acquire().await?.is_none());
+    /// read.release().await?;
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::Config`] (`Unsupported`) for a guard that is not a
+    /// write lock's own (a plain lock's, a read lock's, a reentrant one);
+    /// [`LockError::Lost`] when the write lock was no longer this guard's;
+    /// Redis failures as in [`release`](Self::release), after which the
+    /// write lock is still held.
+    pub async fn downgrade(mut self) -> Result<LockGuard, LockError> {
+        let Some(renewal_id) = self
+            .renewal_id
+            .filter(|_| self.held.keys().kind == Kind::Write)
+        else {
+            return Err(crate::error::ConfigError::Unsupported {
+                feature: "downgrade()",
+                reason: "only the guard that took a write lock (`rw_lock(..).write()`) can be \
+                         downgraded, not a plain lock's, a read lock's or a reentrant one",
+            }
+            .into());
+        };
+        let (core, held) = (Arc::clone(&self.core), Arc::clone(&self.held));
+        if let Some(reason) = held.lost_reason() {
+            return Err(self.lost_error(reason));
+        }
+        let gate = held.gate().await;
+        let ttl = held.lease().ttl;
+        let sent = Instant::now();
+        let (backend, limit) = (core.backend(), core.settings().command_timeout);
+        let downgrade = Downgrade {
+            keys: held.keys(),
+            token: held.token(),
+            ttl,
+        };
+        match backend.downgrade(&downgrade, limit).await {
+            Ok(true) => {
+                core.watchdog().deregister(renewal_id);
+                self.released = true;
+                held.set_ended();
+                drop(gate);
+                let read = held.downgraded(sent, backend.validity(ttl));
+                tracing::debug!(target: "redlock", key = %held.key(), "write lock downgraded to read");
+                Ok(LockGuard::new(core, read))
+            }
+            Ok(false) => {
+                held.mark_lost(LostReason::TokenGone);
+                Err(self.lost_error(LostReason::TokenGone))
+            }
+            Err(e) => Err(e.into_lock_error(held.key(), Operation::Extend)),
         }
     }
 

@@ -148,6 +148,25 @@ impl HeldLock {
         }
     }
 
+    /// The read lock this write lock became (same key, token and fencing
+    /// token), its lease confirmed at `sent`.
+    pub(crate) fn downgraded(&self, sent: Instant, validity: Duration) -> Self {
+        let mut keys = self.keys.clone();
+        keys.kind = crate::backend::Kind::Read;
+        let taken = Taken {
+            keys,
+            token: self.token.clone(),
+            fence: self.fence,
+            ttl: self.lease().ttl,
+            sent,
+            renew: self.renew,
+            fair: false,
+            hold: None,
+            labels: self.labels.clone(),
+        };
+        Self::new(self.client, taken, validity)
+    }
+
     /// The id of the client core that holds it.
     pub(crate) fn client(&self) -> u64 {
         self.client
@@ -353,6 +372,21 @@ impl HeldLock {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Lost {
     inner: Pin<Box<dyn Future<Output = LostReason> + Send>>,
+}
+
+impl Lost {
+    /// Completes when the first of `all` does (a multi-lock is lost when
+    /// any of its locks is); never when `all` is empty.
+    pub(crate) fn any(all: Vec<Lost>) -> Lost {
+        Lost {
+            inner: Box::pin(async move {
+                if all.is_empty() {
+                    return std::future::pending().await;
+                }
+                futures_util::future::select_all(all).await.0
+            }),
+        }
+    }
 }
 
 impl Future for Lost {

@@ -6,9 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use tracing::Instrument as _;
 
-use crate::acquire::{self, Outcome, Params};
+use crate::acquire::{self, Outcome, Params, Shape};
 use crate::core::Core;
 use crate::error::LockError;
 use crate::guard::LockGuard;
@@ -26,11 +27,28 @@ pub struct LockRequest {
 
 impl LockRequest {
     pub(crate) fn new(core: Arc<Core>, key: String) -> Self {
+        Self::shaped(core, key, Shape::Lock)
+    }
+
+    /// A request for `shape` under `key` (a side of a read/write lock,
+    /// permits).
+    pub(crate) fn shaped(core: Arc<Core>, key: String, shape: Shape) -> Self {
+        let mut params = Params::new(key);
+        params.shape = shape;
         Self {
             core,
-            params: Params::new(key),
+            params,
             on_lost: OnLost::Cancel,
         }
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// What the request takes.
+    pub(crate) fn shape_mut(&mut self) -> &mut Shape {
+        &mut self.params.shape
     }
 
     /// The lease: how long the lock outlives its holder if the holder dies.
@@ -234,7 +252,7 @@ impl LockRequest {
             params,
             on_lost,
         } = self;
-        if let Some(outer) = RunScope::holding(core.id(), &params.key) {
+        if let Some(outer) = acquire::reentry(&core, &params)? {
             let Some(turn) = acquire::reenter(&outer, &params.key, params.wait).await? else {
                 return Err(busy(params.key, params.wait));
             };
@@ -248,8 +266,16 @@ impl LockRequest {
             Outcome::Busy => return Err(busy(params.key, params.wait)),
         };
         let key = params.key;
-        let scope = RunScope::enter(Arc::clone(guard.held()), 1);
-        let body = RunScope::run(scope, body).instrument(guard.span().clone());
+        // Permits are not a lock of this task's: `current_lock()` and
+        // re-entries do not see them.
+        let body = match params.shape {
+            Shape::Permits { .. } => Either::Left(body),
+            _ => Either::Right(RunScope::run(
+                RunScope::enter(Arc::clone(guard.held()), 1),
+                body,
+            )),
+        };
+        let body = body.instrument(guard.span().clone());
         let value = match on_lost {
             OnLost::Cancel => {
                 let lost = guard.lost();

@@ -56,12 +56,32 @@ impl RunScope {
         SCOPE.scope(scope, fut)
     }
 
+    /// A scope for `held` inside `parent`: the multi-lock's chain of
+    /// scopes, one per key, built before any of them runs.
+    pub(crate) fn enter_under(held: Arc<HeldLock>, parent: Option<Arc<RunScope>>) -> Arc<RunScope> {
+        Arc::new(RunScope {
+            held,
+            depth: 1,
+            parent,
+            turns: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    /// The task's innermost scope, if any.
+    pub(crate) fn current() -> Option<Arc<RunScope>> {
+        SCOPE.try_with(Arc::clone).ok()
+    }
+
     /// The scope of this task holding `key` through the client `client`
-    /// (a core's id), if any.
-    pub(crate) fn holding(client: u64, key: &str) -> Option<Arc<RunScope>> {
+    /// (a core's id) as a lock of a kind `kind` accepts, if any.
+    pub(crate) fn holding(
+        client: u64,
+        key: &str,
+        kind: impl Fn(crate::backend::Kind) -> bool,
+    ) -> Option<Arc<RunScope>> {
         let mut scope = SCOPE.try_with(Arc::clone).ok();
         while let Some(s) = scope {
-            if s.held.key() == key && s.held.client() == client {
+            if s.held.key() == key && s.held.client() == client && kind(s.held.keys().kind) {
                 return Some(s);
             }
             scope = s.parent.clone();

@@ -15,6 +15,9 @@ use std::sync::OnceLock;
 
 use redis::Script;
 
+mod sync;
+pub(crate) use sync::*;
+
 /// How a script publishes its wake-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Publish {
@@ -355,18 +358,31 @@ redis.call('PUBLISH', KEYS[1], '')
 return 1
 ";
 
-/// The script that renews a lease of this kind: the lock's `EXTEND`, or the
-/// record's `RECORD_RENEW` (same arguments).
+/// The script that renews a lease of this kind (all take the same
+/// arguments): the lock's (and a writer's) `EXTEND`, the record's
+/// `RECORD_RENEW`, or a reader's or semaphore holder's `LEASE_RENEW`, with
+/// the keys of [`Keys::renewed`](crate::backend::Keys::renewed).
 pub(crate) fn renew_script(kind: crate::backend::Kind) -> &'static Script {
+    use crate::backend::Kind;
     match kind {
-        crate::backend::Kind::Lock => EXTEND.on(Publish::Plain),
-        crate::backend::Kind::Record => RECORD_RENEW.on(Publish::Plain),
+        Kind::Lock | Kind::Write | Kind::Latch => EXTEND.on(Publish::Plain),
+        Kind::Record => RECORD_RENEW.on(Publish::Plain),
+        Kind::Read | Kind::Permits { .. } => LEASE_RENEW.on(Publish::Plain),
     }
+}
+
+/// Every renewal script, to load after the script cache was flushed.
+pub(crate) fn renew_scripts() -> [&'static Script; 3] {
+    [
+        EXTEND.on(Publish::Plain),
+        RECORD_RENEW.on(Publish::Plain),
+        LEASE_RENEW.on(Publish::Plain),
+    ]
 }
 
 /// Every script, for the checks below.
 #[cfg(test)]
-pub(crate) const ALL: [(&str, &Lua); 11] = [
+pub(crate) const ALL: [(&str, &Lua); 24] = [
     ("ACQUIRE", &ACQUIRE),
     ("EXTEND", &EXTEND),
     ("RELEASE", &RELEASE),
@@ -378,6 +394,19 @@ pub(crate) const ALL: [(&str, &Lua); 11] = [
     ("RECORD_RENEW", &RECORD_RENEW),
     ("RECORD_COMPLETE", &RECORD_COMPLETE),
     ("RECORD_RELEASE", &RECORD_RELEASE),
+    ("READ_ACQUIRE", &READ_ACQUIRE),
+    ("WRITE_ACQUIRE", &WRITE_ACQUIRE),
+    ("WRITE_RELEASE", &WRITE_RELEASE),
+    ("READ_RELEASE", &READ_RELEASE),
+    ("DOWNGRADE", &DOWNGRADE),
+    ("LEASE_RENEW", &LEASE_RENEW),
+    ("PERMITS_ACQUIRE", &PERMITS_ACQUIRE),
+    ("PERMITS_RELEASE", &PERMITS_RELEASE),
+    ("PERMITS_AVAILABLE", &PERMITS_AVAILABLE),
+    ("LATCH_SET", &LATCH_SET),
+    ("LATCH_COUNT_DOWN", &LATCH_COUNT_DOWN),
+    ("LATCH_READ", &LATCH_READ),
+    ("GROUP_ACQUIRE", &GROUP_ACQUIRE),
 ];
 
 #[cfg(test)]
@@ -433,9 +462,29 @@ mod tests {
 
     /// Commands whose first argument is a key (or, for the publishes, a
     /// channel that Redis Cluster routes by slot like a key).
-    const KEYED: [&str; 16] = [
-        "GET", "SET", "DEL", "EXISTS", "PEXPIRE", "PTTL", "PUBLISH", "SPUBLISH", "LINDEX", "LPOP",
-        "RPUSH", "LREM", "ZSCORE", "ZADD", "ZREM", "HSET",
+    const KEYED: [&str; 22] = [
+        "GET",
+        "SET",
+        "DEL",
+        "EXISTS",
+        "PEXPIRE",
+        "PTTL",
+        "PUBLISH",
+        "SPUBLISH",
+        "LINDEX",
+        "LPOP",
+        "RPUSH",
+        "LREM",
+        "ZSCORE",
+        "ZADD",
+        "ZREM",
+        "HSET",
+        "ZRANGE",
+        "ZRANGEBYSCORE",
+        "ZREMRANGEBYSCORE",
+        "ZCARD",
+        "SADD",
+        "SISMEMBER",
     ];
 
     /// What in `text` a cluster or proxy would reject: a command name that
@@ -475,7 +524,7 @@ mod tests {
         if text.contains("..") {
             out.push("string concatenation".to_owned());
         }
-        for helper in ["next_fence(", "purge("] {
+        for helper in ["next_fence(", "purge(", "drop_expired(", "keep_key("] {
             for (at, _) in text.match_indices(helper) {
                 if !text[..at].ends_with("function ")
                     && !text[at + helper.len()..].starts_with("KEYS[")

@@ -217,6 +217,32 @@ pub(crate) fn validate_wait(wait: Duration) -> Result<(), ConfigError> {
 }
 
 /// Milliseconds for Redis `PX`, rounded up so a lease is never shorter than asked.
+/// Checks a semaphore's limit and a request's permits: each at least 1,
+/// and no more permits than the limit.
+pub(crate) fn validate_permits(limit: u32, permits: u32) -> Result<(), ConfigError> {
+    let bad = |name, value, reason| {
+        Err(ConfigError::InvalidCount {
+            name,
+            value: u64::from(value),
+            reason,
+        })
+    };
+    if limit == 0 {
+        return bad("limit", limit, "a semaphore needs at least one permit");
+    }
+    if permits == 0 {
+        return bad("permits", permits, "take at least one permit");
+    }
+    if permits > limit {
+        return bad(
+            "permits",
+            permits,
+            "more than the semaphore's limit: the request could never be granted",
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn millis_ceil(d: Duration) -> u64 {
     let ms = d.as_millis();
     let ms = if d.as_nanos().is_multiple_of(1_000_000) {

@@ -127,8 +127,13 @@ struct Channel {
 }
 
 impl Channel {
-    /// Wakes the waiter a release message names, else the longest waiter.
+    /// Wakes the waiter a release message names, every waiter for `*` (a
+    /// release that may let several in: a writer's, a semaphore's, a latch
+    /// reaching zero), else the longest waiter.
     fn wake(&self, named: &str) {
+        if named == "*" {
+            return self.wake_all();
+        }
         match self.targets.get(named) {
             Some(target) => target.notify_one(),
             None => self.notify.notify_one(),

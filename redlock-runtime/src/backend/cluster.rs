@@ -48,8 +48,8 @@ use super::open::{self, Connect};
 use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
 use super::{
-    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, OpError,
-    Renewal,
+    Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
+    GroupAcquire, GroupReply, Keys, LatchCall, LatchReply, OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -358,6 +358,10 @@ impl ClusterBackend {
         give_back(give_back: GiveBack<'_>) -> bool;
         claim(claim: Claim<'_>) -> ClaimReply;
         complete(complete: Complete<'_>) -> bool;
+        downgrade(downgrade: Downgrade<'_>) -> bool;
+        available(available: Available<'_>) -> u32;
+        latch(call: LatchCall<'_>) -> LatchReply;
+        acquire_group(group: GroupAcquire<'_>) -> GroupReply;
     }
 
     /// Reads the slot map: every listed node that answers must be in

@@ -13,6 +13,8 @@ use super::{
 };
 use crate::wakeups::LocalWake;
 
+mod sync;
+
 #[derive(Debug)]
 struct Held {
     token: String,
@@ -89,6 +91,9 @@ struct State {
     forgotten: u64,
     /// Acquisitions since expired entries were last swept.
     since_sweep: usize,
+    /// The read/write locks' readers and writers, semaphores, latches
+    /// (boxed: most stores never use them).
+    sync: Box<sync::SyncState>,
 }
 
 /// Sweep expired held, counters and dead waiters every this many
@@ -111,6 +116,7 @@ impl State {
             line.head(now);
             !line.order.is_empty()
         });
+        self.sync.sweep(now);
         self.since_sweep = 0;
     }
 
@@ -152,7 +158,7 @@ impl MemoryBackend {
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
         let state = self.state();
-        state.held.len() + state.fences.len() + state.lines.len()
+        state.held.len() + state.fences.len() + state.lines.len() + state.sync.len()
     }
 }
 
@@ -173,6 +179,15 @@ impl MemoryBackend {
             want_time,
             line,
         } = *request;
+        if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
+            let mut state = self.state();
+            state.since_sweep += 1;
+            if state.since_sweep >= SWEEP_EVERY {
+                state.sweep(Instant::now());
+            }
+            drop(state);
+            return self.acquire_shared(request);
+        }
         match line {
             Some(presence) => self.acquire_fair(keys, token, ttl, presence, want_time),
             None => self.acquire_plain(keys, token, ttl, want_time),
@@ -266,8 +281,12 @@ impl MemoryBackend {
     /// holds it, and (fair) its place in the line; wakes whom that frees.
     pub(crate) fn give_back(&self, give_back: &GiveBack<'_>) -> bool {
         let GiveBack { keys, token, fair } = *give_back;
-        if keys.kind == Kind::Record {
-            return self.release_record(keys, token);
+        match keys.kind {
+            Kind::Record => return self.release_record(keys, token),
+            Kind::Read | Kind::Write | Kind::Permits { .. } => {
+                return self.release_shared(keys, token);
+            }
+            Kind::Lock | Kind::Latch => {}
         }
         let released = self.release(keys, token);
         let next = if fair {
@@ -292,8 +311,15 @@ impl MemoryBackend {
             hold,
             ..
         } = *end;
-        if keys.kind == Kind::Record {
-            return match self.release_record(keys, token) {
+        let released = match keys.kind {
+            Kind::Record => Some(self.release_record(keys, token)),
+            Kind::Read | Kind::Write | Kind::Permits { .. } => {
+                Some(self.release_shared(keys, token))
+            }
+            Kind::Lock | Kind::Latch => None,
+        };
+        if let Some(released) = released {
+            return match released {
                 true => Ended::Deleted,
                 false => Ended::NotOwner,
             };
@@ -361,8 +387,10 @@ impl MemoryBackend {
 
     pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
         let Renewal { keys, token, ttl } = *renewal;
-        if keys.kind == Kind::Record {
-            return self.records.renew(keys, token, ttl);
+        match keys.kind {
+            Kind::Record => return self.records.renew(keys, token, ttl),
+            Kind::Read | Kind::Permits { .. } => return self.extend_shared(renewal),
+            Kind::Lock | Kind::Write | Kind::Latch => {}
         }
         let now = Instant::now();
         match self.state().held.get_mut(&keys.lock) {

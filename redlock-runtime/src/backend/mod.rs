@@ -60,8 +60,15 @@ pub(crate) struct Keys {
     /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
     pub(crate) lock: String,
     /// `prefix{user}:fence`: the fencing counter, kept for the retention
-    /// after each acquire (tokens never go back: see the crate docs).
+    /// after each acquire (tokens never go back: see the crate docs). A
+    /// semaphore's permit counts (a hash), a latch's request ids (a set).
     pub(crate) fence: String,
+    /// A read/write lock's readers (a sorted set: token -> lease deadline
+    /// on Redis's clock); empty for other kinds.
+    pub(crate) readers: String,
+    /// A read/write lock's waiting writers (a sorted set: token -> presence
+    /// deadline), which keep new readers out; empty for other kinds.
+    pub(crate) writers: String,
 }
 
 impl Keys {
@@ -73,7 +80,77 @@ impl Keys {
             user,
             lock,
             fence,
+            readers: String::new(),
+            writers: String::new(),
         }
+    }
+
+    /// A read/write lock's keys, for its `Read` or `Write` side:
+    /// `prefix{user}:rw` (the writer's token, and the channel every
+    /// release publishes on), its fencing counter, readers and waiting
+    /// writers, under one hash tag.
+    pub(crate) fn rw(prefix: &str, user: String, kind: Kind) -> Self {
+        let lock = format!("{prefix}{{{user}}}:rw");
+        Self {
+            kind,
+            fence: format!("{lock}:fence"),
+            readers: format!("{lock}:readers"),
+            writers: format!("{lock}:writers"),
+            user,
+            lock,
+        }
+    }
+
+    /// A semaphore's keys: `prefix{user}:sem`, its holders (token -> lease
+    /// deadline), and in `fence` each holder's permit count (a hash).
+    pub(crate) fn semaphore(prefix: &str, user: String, limit: u32, permits: u32) -> Self {
+        let lock = format!("{prefix}{{{user}}}:sem");
+        Self {
+            kind: Kind::Permits { limit, permits },
+            fence: format!("{lock}:permits"),
+            readers: String::new(),
+            writers: String::new(),
+            user,
+            lock,
+        }
+    }
+
+    /// A countdown latch's keys: `prefix{user}:latch` (a hash with its
+    /// count), and in `fence` the ids of the count-downs done (a set).
+    pub(crate) fn latch(prefix: &str, user: String) -> Self {
+        let lock = format!("{prefix}{{{user}}}:latch");
+        Self {
+            kind: Kind::Latch,
+            fence: format!("{lock}:ids"),
+            readers: String::new(),
+            writers: String::new(),
+            user,
+            lock,
+        }
+    }
+
+    /// The keys a renewal of this kind resets: the lock (a lock, a record,
+    /// a writer), the readers (a reader), or the holders and their counts
+    /// (a semaphore's permits).
+    pub(crate) fn renewed(&self) -> (&str, Option<&str>) {
+        match self.kind {
+            Kind::Read => (&self.readers, None),
+            Kind::Permits { .. } => (&self.lock, Some(&self.fence)),
+            Kind::Lock | Kind::Record | Kind::Write | Kind::Latch => (&self.lock, None),
+        }
+    }
+
+    /// The hash tag the keys share (what Redis Cluster hashes).
+    pub(crate) fn tag(&self) -> &str {
+        let lock = self.lock.as_str();
+        lock.find('{')
+            .and_then(|open| {
+                let rest = &lock[open + 1..];
+                rest.find('}')
+                    .filter(|&len| len > 0)
+                    .map(|len| &rest[..len])
+            })
+            .unwrap_or(lock)
     }
 
     /// An idempotency record at `record` (named `user` in logs) with its
@@ -84,6 +161,8 @@ impl Keys {
             user,
             lock: record,
             fence,
+            readers: String::new(),
+            writers: String::new(),
         }
     }
 
@@ -107,6 +186,85 @@ pub(crate) enum Kind {
     /// An idempotency record: a hash with its state, owner and result (see
     /// `scripts::RECORD_CLAIM`).
     Record,
+    /// A read/write lock's shared side: one lease among its readers.
+    Read,
+    /// A read/write lock's exclusive side: the writer's token, fenced.
+    Write,
+    /// `permits` of a semaphore of `limit`, under one lease.
+    Permits { limit: u32, permits: u32 },
+    /// A countdown latch (not a lease: see [`LatchCall`]).
+    Latch,
+}
+
+/// A write lock becomes a read lock in one step, keeping its token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Downgrade<'a> {
+    /// The read/write lock's keys (of its `Write` side).
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+}
+
+/// Reads how many permits of a semaphore are free.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Available<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) limit: u32,
+}
+
+/// One call on a countdown latch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LatchCall<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) op: LatchOp<'a>,
+}
+
+/// What a [`LatchCall`] does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LatchOp<'a> {
+    /// Sets the count, only if the latch is not set up; with its ttl.
+    Set { count: u64, ttl: Duration },
+    /// Counts down once per request id.
+    CountDown { id: &'a str },
+    /// Reads the count.
+    Read,
+}
+
+/// The latch's state after a [`LatchCall`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LatchReply {
+    /// Not set up (never, or its ttl ended).
+    Absent,
+    /// Set up, with this count left and this much of its ttl.
+    Counting {
+        count: u64,
+        ttl_left: Option<Duration>,
+    },
+    /// `Set` found it already set up.
+    AlreadySet,
+}
+
+/// Takes several locks whose keys share a hash tag in one step: all or
+/// none. Every lock gets the same token and its own fencing token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupAcquire<'a> {
+    /// The first of `all`, which routes the call (they share a slot).
+    pub(crate) keys: &'a Keys,
+    pub(crate) all: &'a [Keys],
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+}
+
+/// The answer to a [`GroupAcquire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GroupReply {
+    /// All taken: the fencing token of each, in order.
+    Acquired(Vec<u64>),
+    /// The lock at this index is held by another owner, for `pttl` more.
+    Busy {
+        index: usize,
+        pttl: Option<Duration>,
+    },
 }
 
 /// Claiming an idempotency record (absent -> in progress).
@@ -284,6 +442,20 @@ macro_rules! dispatch {
     };
 }
 
+/// [`dispatch!`] for the verbs that Redlock does not offer (they are
+/// refused before they are sent; this answer is the backstop).
+macro_rules! synchronizer {
+    ($self:ident.$verb:ident($request:expr, $limit:expr)) => {
+        match $self {
+            Self::Redis(b) => b.$verb($request, $limit).await,
+            Self::Cluster(b) => b.$verb($request, $limit).await,
+            Self::Sentinel(b) => b.$verb($request, $limit).await,
+            Self::Memory(b) => Ok(b.$verb($request)),
+            Self::Quorum(_) => Err(OpError::Unsupported(stringify!($verb))),
+        }
+    };
+}
+
 impl Backend {
     /// Where this store keeps locks.
     pub(crate) fn mode(&self) -> Mode {
@@ -383,6 +555,55 @@ impl Backend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         dispatch!(self.complete(complete, limit))
+    }
+
+    /// Turns a held write lock into a read lock; `false` when the write
+    /// lock was no longer this owner's.
+    pub(crate) async fn downgrade(
+        &self,
+        downgrade: &Downgrade<'_>,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        synchronizer!(self.downgrade(downgrade, limit))
+    }
+
+    /// How many permits of a semaphore are free.
+    pub(crate) async fn available(
+        &self,
+        available: &Available<'_>,
+        limit: Duration,
+    ) -> Result<u32, OpError> {
+        synchronizer!(self.available(available, limit))
+    }
+
+    /// One call on a countdown latch.
+    pub(crate) async fn latch(
+        &self,
+        call: &LatchCall<'_>,
+        limit: Duration,
+    ) -> Result<LatchReply, OpError> {
+        synchronizer!(self.latch(call, limit))
+    }
+
+    /// Takes the locks of one hash tag at once (Redlock takes each key by
+    /// quorum instead, one group per key).
+    pub(crate) async fn acquire_group(
+        &self,
+        group: &GroupAcquire<'_>,
+        limit: Duration,
+    ) -> Result<GroupReply, OpError> {
+        synchronizer!(self.acquire_group(group, limit))
+    }
+
+    /// Whether several keys of one hash tag can be taken in one step here.
+    pub(crate) fn takes_groups(&self) -> bool {
+        !matches!(self, Self::Quorum(_))
+    }
+
+    /// Whether the read/write lock, semaphore and latch work here: their
+    /// state lives in one store, so not with Redlock.
+    pub(crate) fn supports_synchronizers(&self) -> bool {
+        !matches!(self, Self::Quorum(_))
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).

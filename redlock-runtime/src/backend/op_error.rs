@@ -60,6 +60,9 @@ pub(crate) enum OpError {
     /// Redis Cluster: a listed node is not in cluster mode.
     #[error("{node} is not in cluster mode (cluster support disabled)")]
     NotCluster { node: String },
+    /// Redlock: a verb of the synchronizers (refused before it is sent).
+    #[error("`{0}` needs the state in one store; Redlock does not offer it")]
+    Unsupported(&'static str),
     /// Sentinel: no Sentinel that answered knows the master name.
     #[error("no Sentinel knows a master named `{master}`")]
     UnknownMaster {
@@ -80,7 +83,10 @@ impl OpError {
                 false
             }
             Self::Reply(_) => true,
-            Self::CrossSlot | Self::NotCluster { .. } | Self::UnknownMaster { .. } => false,
+            Self::CrossSlot
+            | Self::NotCluster { .. }
+            | Self::UnknownMaster { .. }
+            | Self::Unsupported(_) => false,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
         }
@@ -137,7 +143,8 @@ impl OpError {
             | Self::Reply(_)
             | Self::CrossSlot
             | Self::NotCluster { .. }
-            | Self::UnknownMaster { .. } => false,
+            | Self::UnknownMaster { .. }
+            | Self::Unsupported(_) => false,
         }
     }
 
@@ -191,6 +198,10 @@ impl OpError {
                     sentinels,
                 })
             }
+            Self::Unsupported(_) => LockError::Config(crate::error::ConfigError::Unsupported {
+                feature: "read/write locks, semaphores and latches",
+                reason: crate::error::SYNCHRONIZERS_ON_REDLOCK,
+            }),
             // Only a Redlock node answers this, and the quorum backend turns
             // it into a node failure; kept whole should it ever surface.
             e @ (Self::Restarted { .. } | Self::Full(_) | Self::Reply(_)) => LockError::Redis {

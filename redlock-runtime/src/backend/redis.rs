@@ -13,6 +13,8 @@ use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Re
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
+mod sync;
+
 pub(crate) struct RedisBackend {
     /// Every command that needs no `WAIT`.
     plain: Lane,
@@ -179,6 +181,9 @@ impl RedisBackend {
             want_time,
             line,
         } = *request;
+        if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
+            return self.acquire_shared(request, limit).await;
+        }
         if let Some(presence) = line {
             return self
                 .acquire_fair(keys, token, ttl, presence, want_time, limit)
@@ -232,10 +237,18 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         let GiveBack { keys, token, fair } = *give_back;
-        if keys.kind == Kind::Record {
-            return self
-                .release_record(self.acquire_lane(), keys, token, limit)
-                .await;
+        match keys.kind {
+            Kind::Record => {
+                return self
+                    .release_record(self.acquire_lane(), keys, token, limit)
+                    .await;
+            }
+            Kind::Read | Kind::Write | Kind::Permits { .. } => {
+                return self
+                    .release_shared(self.acquire_lane(), keys, token, limit)
+                    .await;
+            }
+            Kind::Lock | Kind::Latch => {}
         }
         let on = self.acquire_lane();
         if fair {
@@ -259,8 +272,13 @@ impl RedisBackend {
             hold,
             ..
         } = *end;
-        if keys.kind == Kind::Record {
-            let released = self.release_record(On::Plain, keys, token, limit).await?;
+        let shared = matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. });
+        if keys.kind == Kind::Record || shared {
+            let released = if shared {
+                self.release_shared(On::Plain, keys, token, limit).await?
+            } else {
+                self.release_record(On::Plain, keys, token, limit).await?
+            };
             return Ok(if released {
                 Ended::Deleted
             } else {
@@ -323,17 +341,21 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         let Renewal { keys, token, ttl } = *renewal;
         let ttl_ms = millis_ceil(ttl);
+        let (first, second) = keys.renewed();
         let done: i64 = self
             .acknowledged_write(
                 token,
                 limit,
                 |done| *done == 1,
                 |_| {
-                    ScriptCall::new(scripts::renew_script(keys.kind))
-                        .key(&keys.lock)
-                        .arg(token)
-                        .arg(ttl_ms)
-                        .arg(0)
+                    let call = ScriptCall::new(scripts::renew_script(keys.kind)).key(first);
+                    match second {
+                        Some(second) => call.key(second),
+                        None => call,
+                    }
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .arg(0)
                 },
             )
             .await?;
@@ -350,13 +372,16 @@ impl RedisBackend {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for r in items {
-            pipe.cmd("EVALSHA")
+            let (first, second) = r.keys.renewed();
+            let cmd = pipe
+                .cmd("EVALSHA")
                 .arg(scripts::renew_script(r.keys.kind).get_hash())
-                .arg(1)
-                .arg(&r.keys.lock)
-                .arg(r.token)
-                .arg(millis_ceil(r.ttl))
-                .arg(1);
+                .arg(1 + usize::from(second.is_some()))
+                .arg(first);
+            if let Some(second) = second {
+                cmd.arg(second);
+            }
+            cmd.arg(r.token).arg(millis_ceil(r.ttl)).arg(1);
         }
         if let Some(r) = self.replicas {
             pipe.cmd("WAIT").arg(r.count).arg(millis_ceil(r.timeout));
@@ -379,7 +404,7 @@ impl RedisBackend {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));
-            for script in [Kind::Lock, Kind::Record].map(scripts::renew_script) {
+            for script in scripts::renew_scripts() {
                 self.run(On::Waiting, None, left, |mut link| async move {
                     script.prepare_invoke().load_async(&mut link.conn).await
                 })

@@ -33,8 +33,8 @@ use super::open::{self, Connect};
 use super::redis::RedisBackend;
 use super::slots::Addr;
 use super::{
-    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, OpError,
-    Renewal,
+    Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
+    GroupAcquire, GroupReply, Keys, LatchCall, LatchReply, OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -280,6 +280,10 @@ impl SentinelBackend {
         give_back(give_back: GiveBack<'_>) -> bool;
         claim(claim: Claim<'_>) -> ClaimReply;
         complete(complete: Complete<'_>) -> bool;
+        downgrade(downgrade: Downgrade<'_>) -> bool;
+        available(available: Available<'_>) -> u32;
+        latch(call: LatchCall<'_>) -> LatchReply;
+        acquire_group(group: GroupAcquire<'_>) -> GroupReply;
     }
 
     pub(crate) async fn extend_many(

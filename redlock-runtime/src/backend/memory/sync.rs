@@ -1,0 +1,373 @@
+//! The synchronizers in memory, with the same semantics as their Redis
+//! scripts (`scripts/sync.rs`): readers and semaphore holders each hold a
+//! lease, a waiting writer keeps new readers out for its presence, a
+//! latch counts down once per request id, a group of locks is taken all
+//! or none.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::{
+    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, Kind, LatchCall,
+    LatchOp, LatchReply, Renewal,
+};
+use super::{MemoryBackend, State};
+
+/// Leases by token, each with its end.
+type Leases = HashMap<String, Instant>;
+
+/// What the synchronizers keep, by key.
+#[derive(Debug, Default)]
+pub(super) struct SyncState {
+    /// Each read/write lock's readers.
+    readers: HashMap<String, Leases>,
+    /// Each read/write lock's waiting writers (their presence).
+    writers: HashMap<String, Leases>,
+    /// Each semaphore's holders: token -> (permits, lease end).
+    permits: HashMap<String, HashMap<String, (u32, Instant)>>,
+    latches: HashMap<String, Latch>,
+}
+
+#[derive(Debug)]
+struct Latch {
+    count: u64,
+    expires: Instant,
+    /// The count-downs done.
+    ids: HashSet<String>,
+}
+
+impl SyncState {
+    /// Forgets every lease, presence and latch that ended.
+    pub(super) fn sweep(&mut self, now: Instant) {
+        for map in [&mut self.readers, &mut self.writers] {
+            map.retain(|_, leases| {
+                leases.retain(|_, end| *end > now);
+                !leases.is_empty()
+            });
+        }
+        self.permits.retain(|_, holders| {
+            holders.retain(|_, (_, end)| *end > now);
+            !holders.is_empty()
+        });
+        self.latches.retain(|_, latch| latch.expires > now);
+    }
+
+    /// How many keys it holds (for the tests that check it stays bounded).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.readers.len() + self.writers.len() + self.permits.len() + self.latches.len()
+    }
+}
+
+/// The live leases of `key` in `map` (the ended ones dropped).
+fn live<'a>(map: &'a mut HashMap<String, Leases>, key: &str, now: Instant) -> &'a mut Leases {
+    let leases = map.entry(key.to_owned()).or_default();
+    leases.retain(|_, end| *end > now);
+    leases
+}
+
+/// Drops `key` from `map` once it has no lease left.
+fn tidy<V>(map: &mut HashMap<String, HashMap<String, V>>, key: &str) {
+    if map.get(key).is_some_and(HashMap::is_empty) {
+        map.remove(key);
+    }
+}
+
+impl State {
+    /// The writer of `keys`' lock, while its lease lasts: (token, left).
+    fn writer(&self, keys: &Keys, now: Instant) -> Option<(&str, Duration)> {
+        self.held
+            .get(&keys.lock)
+            .filter(|h| h.expires > now)
+            .map(|h| (h.token.as_str(), h.expires - now))
+    }
+}
+
+impl MemoryBackend {
+    /// One acquire attempt of a reader, a writer or a semaphore holder.
+    pub(super) fn acquire_shared(&self, request: &Acquire<'_>) -> AcquireReply {
+        let Acquire {
+            keys,
+            token,
+            ttl,
+            want_time,
+            line,
+        } = *request;
+        let now = Instant::now();
+        let at_ms = want_time.then(|| self.now_ms(now));
+        let mut state = self.state();
+        let state = &mut *state;
+        match keys.kind {
+            Kind::Permits { limit, permits } => {
+                let holders = state.sync.permits.entry(keys.lock.clone()).or_default();
+                holders.retain(|_, (_, end)| *end > now);
+                if let Some((_, end)) = holders.get_mut(token) {
+                    *end = now + ttl;
+                    return AcquireReply::Acquired { fence: 0, at_ms };
+                }
+                let used: u64 = holders.values().map(|(n, _)| u64::from(*n)).sum();
+                if used + u64::from(permits) > u64::from(limit) {
+                    let first = holders.values().map(|(_, end)| *end).min();
+                    tidy(&mut state.sync.permits, &keys.lock);
+                    return AcquireReply::Busy {
+                        pttl: first.map(|end| end - now),
+                    };
+                }
+                holders.insert(token.to_owned(), (permits, now + ttl));
+                AcquireReply::Acquired { fence: 0, at_ms }
+            }
+            Kind::Write => {
+                if let Some((holder, _)) = state.writer(keys, now)
+                    && holder == token
+                {
+                    let fence = state.fence(keys);
+                    if let Some(h) = state.held.get_mut(&keys.lock) {
+                        h.expires = now + ttl;
+                    }
+                    return AcquireReply::Acquired { fence, at_ms };
+                }
+                let readers = live(&mut state.sync.readers, &keys.lock, now);
+                let first_reader = readers.values().min().map(|end| *end - now);
+                tidy(&mut state.sync.readers, &keys.lock);
+                let busy = state
+                    .writer(keys, now)
+                    .map(|(_, left)| left)
+                    .or(first_reader);
+                let writers = live(&mut state.sync.writers, &keys.lock, now);
+                if let Some(pttl) = busy {
+                    // A writer that does not wait keeps no one out.
+                    if let Some(presence) = line {
+                        writers.insert(token.to_owned(), now + presence);
+                    }
+                    tidy(&mut state.sync.writers, &keys.lock);
+                    return AcquireReply::Busy { pttl: Some(pttl) };
+                }
+                writers.remove(token);
+                tidy(&mut state.sync.writers, &keys.lock);
+                let fence = state.take(keys, token, now + ttl, self.fence_retention);
+                AcquireReply::Acquired { fence, at_ms }
+            }
+            _ => {
+                let fence = state.fence(keys);
+                let mine = state
+                    .sync
+                    .readers
+                    .get(&keys.lock)
+                    .is_some_and(|r| r.get(token).is_some_and(|end| *end > now));
+                if !mine {
+                    if let Some((_, left)) = state.writer(keys, now) {
+                        return AcquireReply::Busy { pttl: Some(left) };
+                    }
+                    let waiting = !live(&mut state.sync.writers, &keys.lock, now).is_empty();
+                    tidy(&mut state.sync.writers, &keys.lock);
+                    if waiting {
+                        return AcquireReply::Busy { pttl: None };
+                    }
+                }
+                live(&mut state.sync.readers, &keys.lock, now).insert(token.to_owned(), now + ttl);
+                AcquireReply::Acquired { fence, at_ms }
+            }
+        }
+    }
+
+    /// Releases (or gives back) a reader's, a writer's or a semaphore
+    /// holder's lease, waking every waiter of the key; `true` when it was
+    /// still held.
+    pub(super) fn release_shared(&self, keys: &Keys, token: &str) -> bool {
+        let now = Instant::now();
+        let (released, wake) = {
+            let mut state = self.state();
+            let state = &mut *state;
+            match keys.kind {
+                Kind::Permits { .. } => {
+                    let end = state
+                        .sync
+                        .permits
+                        .get_mut(&keys.lock)
+                        .and_then(|h| h.remove(token))
+                        .map(|(_, end)| end);
+                    tidy(&mut state.sync.permits, &keys.lock);
+                    (end.is_some_and(|end| end > now), end.is_some())
+                }
+                Kind::Write => {
+                    let mine = state.held.get(&keys.lock).is_some_and(|h| h.token == token);
+                    let live = mine && state.writer(keys, now).is_some();
+                    if mine {
+                        state.held.remove(&keys.lock);
+                    }
+                    let waited = state
+                        .sync
+                        .writers
+                        .get_mut(&keys.lock)
+                        .is_some_and(|w| w.remove(token).is_some());
+                    tidy(&mut state.sync.writers, &keys.lock);
+                    (live, mine || waited)
+                }
+                _ => {
+                    let end = state
+                        .sync
+                        .readers
+                        .get_mut(&keys.lock)
+                        .and_then(|r| r.remove(token));
+                    tidy(&mut state.sync.readers, &keys.lock);
+                    let writers = state.sync.writers.contains_key(&keys.lock);
+                    (end.is_some_and(|end| end > now), end.is_some() && writers)
+                }
+            }
+        };
+        if wake {
+            self.wake.released(&keys.lock, Some("*"));
+        }
+        released
+    }
+
+    /// Resets a reader's or a semaphore holder's lease, if it lasts.
+    pub(super) fn extend_shared(&self, renewal: &Renewal<'_>) -> bool {
+        let Renewal { keys, token, ttl } = *renewal;
+        let now = Instant::now();
+        let mut state = self.state();
+        let end = match keys.kind {
+            Kind::Permits { .. } => state
+                .sync
+                .permits
+                .get_mut(&keys.lock)
+                .and_then(|h| h.get_mut(token))
+                .map(|(_, end)| end),
+            _ => state
+                .sync
+                .readers
+                .get_mut(&keys.lock)
+                .and_then(|r| r.get_mut(token)),
+        };
+        match end {
+            Some(end) if *end > now => {
+                *end = (*end).max(now + ttl);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Turns a held write lock into a read lock, waking the readers.
+    pub(crate) fn downgrade(&self, downgrade: &Downgrade<'_>) -> bool {
+        let Downgrade { keys, token, ttl } = *downgrade;
+        let now = Instant::now();
+        {
+            let mut state = self.state();
+            if state
+                .writer(keys, now)
+                .is_none_or(|(holder, _)| holder != token)
+            {
+                return false;
+            }
+            state.held.remove(&keys.lock);
+            live(&mut state.sync.readers, &keys.lock, now).insert(token.to_owned(), now + ttl);
+        }
+        self.wake.released(&keys.lock, Some("*"));
+        true
+    }
+
+    /// How many permits of a semaphore are free.
+    pub(crate) fn available(&self, available: &Available<'_>) -> u32 {
+        let now = Instant::now();
+        let state = self.state();
+        let used: u64 = state
+            .sync
+            .permits
+            .get(&available.keys.lock)
+            .map(|h| {
+                h.values()
+                    .filter(|(_, end)| *end > now)
+                    .map(|(n, _)| u64::from(*n))
+                    .sum()
+            })
+            .unwrap_or(0);
+        u32::try_from(u64::from(available.limit).saturating_sub(used)).unwrap_or(0)
+    }
+
+    /// One call on a countdown latch.
+    pub(crate) fn latch(&self, call: &LatchCall<'_>) -> LatchReply {
+        let LatchCall { keys, op } = *call;
+        let now = Instant::now();
+        let (reply, wake) = {
+            let mut state = self.state();
+            let latches = &mut state.sync.latches;
+            if latches.get(&keys.lock).is_some_and(|l| l.expires <= now) {
+                latches.remove(&keys.lock);
+            }
+            match (op, latches.get_mut(&keys.lock)) {
+                (LatchOp::Set { .. }, Some(_)) => (LatchReply::AlreadySet, false),
+                (LatchOp::Set { count, ttl }, None) => {
+                    latches.insert(
+                        keys.lock.clone(),
+                        Latch {
+                            count,
+                            expires: now + ttl,
+                            ids: HashSet::new(),
+                        },
+                    );
+                    let ttl_left = Some(ttl);
+                    (LatchReply::Counting { count, ttl_left }, true)
+                }
+                (LatchOp::CountDown { id }, Some(latch)) => {
+                    let counted = latch.count > 0 && latch.ids.insert(id.to_owned());
+                    if counted {
+                        latch.count -= 1;
+                    }
+                    let reply = LatchReply::Counting {
+                        count: latch.count,
+                        ttl_left: None,
+                    };
+                    (reply, counted && latch.count == 0)
+                }
+                (LatchOp::Read, Some(latch)) => {
+                    let reply = LatchReply::Counting {
+                        count: latch.count,
+                        ttl_left: Some(latch.expires - now),
+                    };
+                    (reply, false)
+                }
+                (LatchOp::CountDown { .. } | LatchOp::Read, None) => (LatchReply::Absent, false),
+            }
+        };
+        if wake {
+            self.wake.released(&keys.lock, Some("*"));
+        }
+        reply
+    }
+
+    /// Takes every lock of a group, or none.
+    pub(crate) fn acquire_group(&self, group: &GroupAcquire<'_>) -> GroupReply {
+        let GroupAcquire {
+            all, token, ttl, ..
+        } = *group;
+        let now = Instant::now();
+        let mut state = self.state();
+        for (index, keys) in all.iter().enumerate() {
+            if let Some((holder, left)) = state.writer(keys, now)
+                && holder != token
+            {
+                return GroupReply::Busy {
+                    index,
+                    pttl: Some(left),
+                };
+            }
+        }
+        let fences = all
+            .iter()
+            .map(|keys| {
+                if state.writer(keys, now).is_some() {
+                    if let Some(h) = state.held.get_mut(&keys.lock) {
+                        h.expires = now + ttl;
+                    }
+                    state.fence(keys)
+                } else {
+                    state.take(keys, token, now + ttl, self.fence_retention)
+                }
+            })
+            .collect();
+        GroupReply::Acquired(fences)
+    }
+}
