@@ -32,6 +32,26 @@ pub fn owner_token(guard: &crate::LockGuard) -> &str {
     guard.held().token()
 }
 
+/// Sends a permit's release twice, as a release re-sent after a lost
+/// answer would be (for the tests that a second release changes nothing):
+/// whether each found the permit. The permit is gone after it.
+///
+/// # Errors
+/// A Redis failure of either release.
+pub async fn release_twice(permit: crate::Permit) -> Result<(bool, bool), LockError> {
+    let mut guard = permit.into_guard();
+    let key = guard.key().to_owned();
+    guard
+        .finish_with(|core, held| async move {
+            let limit = core.settings().command_timeout;
+            let first = held.end(core.backend(), limit).await?;
+            let second = held.end(core.backend(), limit).await?;
+            Ok((first, second))
+        })
+        .await
+        .map_err(|e| e.into_lock_error(&key, crate::Operation::Release))
+}
+
 /// How many renewal round trips `client`'s watchdog has sent so far: all
 /// locks due together are renewed in one (for tests and benchmarks).
 pub fn renewal_round_trips(client: &LockClient) -> u64 {

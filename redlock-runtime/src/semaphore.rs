@@ -206,6 +206,11 @@ pub struct Permit {
 }
 
 impl Permit {
+    /// The guard under the permits (for `__private`'s test helpers).
+    pub(crate) fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+
     /// The semaphore's key.
     pub fn key(&self) -> &str {
         self.guard.key()

@@ -69,6 +69,7 @@ mod raw;
 mod redis_server;
 mod sentinel;
 mod tls;
+mod worker;
 
 pub use backend::{Backend, REDLOCK_NODES, Started};
 pub use cluster::{CLUSTER_SLOTS, RedisCluster, SlotMigration};
@@ -82,6 +83,7 @@ pub use raw::{key_exists, raw_connection, require_password, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};
+pub use worker::SyncWorker;
 
 /// The guide's code blocks, compiled and run as doctests.
 #[cfg(doctest)]
