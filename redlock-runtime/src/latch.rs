@@ -15,6 +15,9 @@ use crate::util::{MAX_KEY_LEN, validate_key, validate_ttl, validate_wait};
 /// The shortest time a read while waiting is given.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
 
+/// The largest count: Lua's numbers are exact up to 2^53.
+const MAX_COUNT: u64 = 1 << 53;
+
 /// How many times a count-down is sent when its answer is lost (each
 /// with the same request id, so it counts once).
 const COUNT_DOWN_TRIES: u32 = 3;
@@ -111,11 +114,11 @@ impl Latch {
     /// [`LockRequest::acquire`](crate::LockRequest::acquire).
     pub async fn try_set_count(&self, count: u64, ttl: Duration) -> Result<bool, LockError> {
         let keys = self.keys()?;
-        if count == 0 {
+        if count == 0 || count > MAX_COUNT {
             return Err(ConfigError::InvalidCount {
                 name: "count",
-                value: 0,
-                reason: "a latch counts down from at least 1",
+                value: count,
+                reason: "a latch counts down from 1 to 2^53 (Lua's exact integers)",
             }
             .into());
         }

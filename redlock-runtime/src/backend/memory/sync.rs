@@ -293,6 +293,10 @@ impl MemoryBackend {
         let now = Instant::now();
         let (reply, wake) = {
             let mut state = self.state();
+            state.since_sweep += 1;
+            if state.since_sweep >= super::SWEEP_EVERY {
+                state.sweep(now);
+            }
             let latches = &mut state.sync.latches;
             if latches.get(&keys.lock).is_some_and(|l| l.expires <= now) {
                 latches.remove(&keys.lock);
@@ -369,5 +373,61 @@ impl MemoryBackend {
             })
             .collect();
         GroupReply::Acquired(fences)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::super::{Acquire, AcquireReply, Keys, Kind, LatchCall, LatchOp};
+    use super::MemoryBackend;
+    use crate::wakeups::Wakeups;
+
+    fn take(memory: &MemoryBackend, keys: &Keys, ttl: Duration) {
+        let reply = memory.acquire(&Acquire {
+            keys,
+            token: "t",
+            ttl,
+            want_time: false,
+            line: None,
+        });
+        assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
+    }
+
+    /// Readers, permit holders and latches of 30,000 distinct keys whose
+    /// holders died (never released): once their ttls end, the next sweep
+    /// leaves nothing of them.
+    #[tokio::test(start_paused = true)]
+    async fn thirty_thousand_dead_holders_leave_nothing_after_their_ttls() {
+        let (_wakeups, wake) = Wakeups::local();
+        let memory = MemoryBackend::new(Duration::from_secs(60), wake);
+        let ttl = Duration::from_secs(5);
+        for i in 0..10_000 {
+            take(
+                &memory,
+                &Keys::rw("lock:", format!("r:{i}"), Kind::Read),
+                ttl,
+            );
+            take(
+                &memory,
+                &Keys::semaphore("lock:", format!("s:{i}"), 3, 2),
+                ttl,
+            );
+            let latch = Keys::latch("lock:", format!("l:{i}"));
+            let op = LatchOp::Set { count: 2, ttl };
+            memory.latch(&LatchCall { keys: &latch, op });
+        }
+        assert!(memory.entries() >= 30_000, "{}", memory.entries());
+        tokio::time::advance(ttl + Duration::from_millis(1)).await;
+        // The next sweep (every 1024 calls) forgets them all.
+        let one = Keys::latch("lock:", "l:0".to_owned());
+        for _ in 0..1024 {
+            memory.latch(&LatchCall {
+                keys: &one,
+                op: LatchOp::Read,
+            });
+        }
+        assert_eq!(memory.entries(), 0, "{} entries left", memory.entries());
     }
 }
