@@ -94,6 +94,47 @@
 //! # }
 //! ```
 //!
+//! # Read/write locks, semaphores, latches and multi-locks
+//!
+//! The family Redisson users know, each built like the lock (holders hold
+//! leases on Redis's clock, renewed by the batched watchdog; cancel-safe
+//! acquires; scripts safe to send twice; every key expires once nobody
+//! holds it, fencing counters after their retention):
+//!
+//! - [`LockClient::rw_lock`]: a [`RwLock`] whose `read()` and `write()`
+//!   requests take every option of a lock. Many readers or one writer;
+//!   each reader holds its own lease (a dead reader frees its share within
+//!   its ttl); a waiting writer keeps new readers out (no writer
+//!   starvation); a write inside a read scope of the same task fails at
+//!   once with [`LockError::Upgrade`], and a write guard can
+//!   [`downgrade`](LockGuard::downgrade) atomically. Write holds are
+//!   fenced. It does not survive what a lock does not: a restart without
+//!   persistence forgets readers and writer (their `lost()` fires).
+//! - [`LockClient::semaphore`]: a [`Semaphore`] of leased [`Permit`]s. A
+//!   dead holder's permits come back within its ttl; a release sent twice
+//!   changes nothing; freeing k permits wakes every waiter. All callers
+//!   must pass the same limit (it is not stored). A restart without
+//!   persistence forgets the permits held.
+//! - [`LockClient::latch`]: a countdown [`Latch`]. A wait that starts
+//!   before the set-up waits for it; zero wakes every waiter by a push and
+//!   stays open until the ttl; a ttl ending with counts left is
+//!   [`LockError::Latch`]; a count-down re-sent with its request id counts
+//!   once. A restart without persistence loses the latch (waiters get
+//!   `LockError::Latch { expired: true, .. }`).
+//! - [`LockClient::multi_lock`]: a [`MultiLock`] of plain locks, one
+//!   [`MultiLockGuard`] with a fencing token per key. Keys sharing a hash
+//!   tag are taken in one script (all or none); the others in one global
+//!   order, so opposite orders never deadlock; a failed or cancelled
+//!   acquire gives back every lock it took.
+//!
+//! | primitive | one Redis, with or without replicas | Redis Cluster | Sentinel | Redlock | memory |
+//! |---|---|---|---|---|---|
+//! | [`lock`](LockClient::lock) | yes | yes | yes | yes | yes |
+//! | [`rw_lock`](LockClient::rw_lock), [`semaphore`](LockClient::semaphore), [`latch`](LockClient::latch) | yes | yes (one slot each) | yes | refused with [`ConfigError::Unsupported`]: their state lives in one store | yes |
+//! | [`multi_lock`](LockClient::multi_lock) | yes | yes (one script per slot's group) | yes | yes, each key by quorum | yes |
+//!
+//! The guide (`docs/guide.md`) has a section on each, with examples.
+//!
 //! # Which mode do I need
 //!
 //! | mode | build it with | survives | does not survive |
@@ -320,7 +361,13 @@
 //! [`ConfigError::ServerTooOld`].
 //!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`
-//! and its fencing counter at `lock:{order:42}:fence`. The counter expires a
+//! and its fencing counter at `lock:{order:42}:fence`. A read/write lock
+//! named `product:7` lives at `lock:{product:7}:rw` (the writer), with
+//! `:rw:fence`, `:rw:readers` and `:rw:writers` (waiting writers) beside
+//! it; a semaphore at `lock:{jobs}:sem` (holders' leases) and
+//! `lock:{jobs}:sem:permits`; a latch at `lock:{batch:9}:latch` and
+//! `lock:{batch:9}:latch:ids`. Each shares its `{hash tag}`, so one
+//! cluster slot holds it, and each expires with its last lease. The counter expires a
 //! fencing retention after the last acquire (a day by default): a service
 //! that locks per order id leaves no key behind a day after each order.
 //!
@@ -407,7 +454,7 @@ pub use util::MAX_KEY_LEN;
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
-pub use redlock_macros::distributed_lock;
+pub use redlock_macros::{distributed_lock, distributed_semaphore};
 
 /// The `bb8-redis` crate (and through it `bb8` and `redis`) this crate is
 /// built on: build a pool for [`LockClientBuilder::pool`] with the very
