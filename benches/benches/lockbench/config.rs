@@ -5,22 +5,27 @@ use std::time::Duration;
 pub(crate) const USAGE: &str = "\
 usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GROUPS]
          [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
+         [--latch-rounds N]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
-  --only GROUPS         comma-separated subset of: uncontended,contended,renewal,cluster
-  --uncontended-secs S  seconds per uncontended cell (default 3)
-  --contended-secs S    seconds per contended implementation (default 5)
+  --only GROUPS         comma-separated subset of: uncontended,contended,renewal,cluster,sync
+  --uncontended-secs S  seconds per uncontended cell (default 3; also the sync group's
+                        read/plain cells)
+  --contended-secs S    seconds per contended implementation (default 5; also the sync
+                        group's semaphore and 4-locks runs)
   --renewal-secs S      seconds the renewal locks are held (default 10)
   --renewal-locks N     locks held in the renewal scenario (default 10000)
+  --latch-rounds N      rounds of the sync group's latch wake-up (default 20)
 
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
-LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS (flags win),
+LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
+LOCKBENCH_LATCH_ROUNDS (flags win),
 and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 4).
 Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
 
 `cargo bench` passes --bench; without it (`cargo test --benches`) the
 defaults are those of a test-sized run: 0.1 s per cell, 100 renewal locks
-held 0.2 s.";
+held 0.2 s, 2 latch rounds.";
 
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -28,12 +33,17 @@ pub(crate) struct Config {
     pub(crate) contended_secs: Duration,
     pub(crate) renewal_secs: Duration,
     pub(crate) renewal_locks: usize,
+    /// Rounds of the sync group's latch wake-up (16 waiters each).
+    pub(crate) latch_rounds: usize,
     pub(crate) pool_size: u32,
     pub(crate) run_uncontended: bool,
     pub(crate) run_contended: bool,
     pub(crate) run_renewal: bool,
     /// The cluster group: ours on 3 masters against ours on one Redis.
     pub(crate) run_cluster: bool,
+    /// The sync group: read lock, semaphore and latch against the plain
+    /// lock.
+    pub(crate) run_sync: bool,
 }
 
 impl Default for Config {
@@ -43,11 +53,13 @@ impl Default for Config {
             contended_secs: Duration::from_secs(5),
             renewal_secs: Duration::from_secs(10),
             renewal_locks: 10_000,
+            latch_rounds: 20,
             pool_size: 4,
             run_uncontended: true,
             run_contended: true,
             run_renewal: true,
             run_cluster: true,
+            run_sync: true,
         }
     }
 }
@@ -62,6 +74,7 @@ impl Config {
             contended_secs: Duration::from_millis(100),
             renewal_secs: Duration::from_millis(200),
             renewal_locks: 100,
+            latch_rounds: 2,
             ..Self::default()
         }
     }
@@ -89,6 +102,7 @@ impl Config {
             ("LOCKBENCH_CONTENDED_SECS", "--contended-secs"),
             ("LOCKBENCH_RENEWAL_SECS", "--renewal-secs"),
             ("LOCKBENCH_RENEWAL_LOCKS", "--renewal-locks"),
+            ("LOCKBENCH_LATCH_ROUNDS", "--latch-rounds"),
         ] {
             if let Some(value) = env(name) {
                 cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
@@ -137,31 +151,35 @@ impl Config {
                 .map(Duration::from_secs_f64)
                 .ok_or_else(|| format!("{flag}: `{value}` is not a positive number of seconds"))
         };
+        let count = |value: &str| {
+            value
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{flag}: `{value}` is not a positive integer"))
+        };
         match flag {
             "--uncontended-secs" => self.uncontended_secs = secs(value)?,
             "--contended-secs" => self.contended_secs = secs(value)?,
             "--renewal-secs" => self.renewal_secs = secs(value)?,
-            "--renewal-locks" => {
-                self.renewal_locks = value
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("{flag}: `{value}` is not a positive integer"))?;
-            }
+            "--renewal-locks" => self.renewal_locks = count(value)?,
+            "--latch-rounds" => self.latch_rounds = count(value)?,
             "--only" => {
                 self.run_uncontended = false;
                 self.run_contended = false;
                 self.run_renewal = false;
                 self.run_cluster = false;
+                self.run_sync = false;
                 for group in value.split(',').map(str::trim) {
                     match group {
                         "uncontended" => self.run_uncontended = true,
                         "contended" => self.run_contended = true,
                         "renewal" => self.run_renewal = true,
                         "cluster" => self.run_cluster = true,
+                        "sync" => self.run_sync = true,
                         other => {
                             return Err(format!(
-                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal, cluster)"
+                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal, cluster, sync)"
                             ));
                         }
                     }

@@ -1,6 +1,7 @@
 //! The JSON lines: one record per measurement, each an object whose
 //! `scenario` field says what it is (`meta`, `uncontended`, `contended`,
-//! `renewal`, `cluster`, `cluster_renewal`, `target`, `run`).
+//! `renewal`, `cluster`, `cluster_renewal`, `sync_read`, `sync_permits`,
+//! `sync_latch`, `target`, `run`).
 //!
 //! Floats are rounded to 3 decimals, a whole number is written without a
 //! fraction (`1`, not `1.0`), and NaN (a ratio with nothing to divide by)
@@ -16,6 +17,10 @@ use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
 use crate::support::{cores, percentile};
+use crate::sync::{
+    LATCH_COUNT, LATCH_SETTLE, LATCH_WAITERS, PERMIT_CLIENTS, PERMIT_HOLD, PERMIT_LIMIT,
+    PERMIT_WORKERS, SyncRun,
+};
 use crate::targets::Target;
 use crate::uncontended::{Measured, ratio_to_raw};
 
@@ -29,6 +34,12 @@ enum Record<'a> {
     Cluster(ClusterRow<'a>),
     #[serde(rename = "cluster_renewal")]
     ClusterRenewal(ClusterRenewalRow<'a>),
+    #[serde(rename = "sync_read")]
+    SyncRead(SyncReadRow<'a>),
+    #[serde(rename = "sync_permits")]
+    SyncPermits(SyncPermitsRow<'a>),
+    #[serde(rename = "sync_latch")]
+    SyncLatch(SyncLatchRow<'a>),
     Target(TargetRow<'a>),
     Run {
         #[serde(serialize_with = "num")]
@@ -66,6 +77,68 @@ struct ClusterRenewalRow<'a> {
 }
 
 #[derive(Serialize)]
+struct SyncReadRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    concurrency: usize,
+    pairs: usize,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    #[serde(serialize_with = "num")]
+    pairs_per_sec: f64,
+    p50_us: u32,
+    p99_us: u32,
+    #[serde(serialize_with = "num")]
+    ratio_to_plain: f64,
+}
+
+#[derive(Serialize)]
+struct SyncPermitsRow<'a> {
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    workers: usize,
+    clients: usize,
+    /// The semaphore's limit, or the number of plain locks.
+    limit: u32,
+    #[serde(serialize_with = "num")]
+    hold_ms: f64,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    acquisitions: u64,
+    #[serde(serialize_with = "num")]
+    acquisitions_per_sec: f64,
+    #[serde(serialize_with = "num")]
+    ratio_to_locks: f64,
+    wait_p50_us: u32,
+    wait_p99_us: u32,
+    wait_max_us: u32,
+    max_inside: usize,
+    #[serde(serialize_with = "num")]
+    mean_hold_us: f64,
+    errors: u64,
+    first_error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct SyncLatchRow<'a> {
+    waiters: usize,
+    count: u64,
+    rounds: usize,
+    settle_ms: u64,
+    /// Where each wake is timed from.
+    from: &'a str,
+    wakes: usize,
+    wake_p50_us: u32,
+    wake_p99_us: u32,
+    wake_max_us: u32,
+    count_down_p50_us: u32,
+    count_down_max_us: u32,
+    early: usize,
+    errors: usize,
+    first_error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
 struct Meta<'a> {
     redis_version: &'a str,
     cores: usize,
@@ -79,6 +152,7 @@ struct Meta<'a> {
     #[serde(serialize_with = "num")]
     renewal_secs: f64,
     renewal_locks: usize,
+    latch_rounds: usize,
 }
 
 #[derive(Serialize)]
@@ -201,6 +275,7 @@ pub(crate) fn meta(redis_version: &str, cfg: &Config) {
         contended_secs: cfg.contended_secs.as_secs_f64(),
         renewal_secs: cfg.renewal_secs.as_secs_f64(),
         renewal_locks: cfg.renewal_locks,
+        latch_rounds: cfg.latch_rounds,
     }));
 }
 
@@ -291,6 +366,58 @@ pub(crate) fn cluster(c: &ClusterRun) {
         pipelines: &c.pipelines,
         max_pipelines_per_master_per_period: c.max_pipelines_per_period(),
         held_at_end: c.renewal_held_at_end,
+    }));
+}
+
+pub(crate) fn sync(run: &SyncRun) {
+    for r in &run.read {
+        emit(&Record::SyncRead(SyncReadRow {
+            implementation: r.name,
+            concurrency: r.concurrency,
+            pairs: r.pairs,
+            seconds: r.elapsed.as_secs_f64(),
+            pairs_per_sec: r.per_sec().round(),
+            p50_us: percentile(&r.latencies_us, 0.50),
+            p99_us: percentile(&r.latencies_us, 0.99),
+            ratio_to_plain: run.vs_plain(r.name, r.concurrency),
+        }));
+    }
+    for r in &run.permits {
+        emit(&Record::SyncPermits(SyncPermitsRow {
+            implementation: r.name,
+            workers: PERMIT_WORKERS,
+            clients: PERMIT_CLIENTS,
+            limit: PERMIT_LIMIT,
+            hold_ms: PERMIT_HOLD.as_secs_f64() * 1000.0,
+            seconds: r.seconds,
+            acquisitions: r.acquisitions,
+            acquisitions_per_sec: r.per_sec(),
+            ratio_to_locks: run.vs_locks(r.name),
+            wait_p50_us: percentile(&r.waits_us, 0.50),
+            wait_p99_us: percentile(&r.waits_us, 0.99),
+            wait_max_us: r.wait_max_us(),
+            max_inside: r.max_inside,
+            mean_hold_us: r.mean_hold_us().round(),
+            errors: r.errors,
+            first_error: r.first_error.as_deref(),
+        }));
+    }
+    let l = &run.latch;
+    emit(&Record::SyncLatch(SyncLatchRow {
+        waiters: LATCH_WAITERS,
+        count: LATCH_COUNT,
+        rounds: l.rounds,
+        settle_ms: LATCH_SETTLE.as_millis() as u64,
+        from: "just before the last count_down is sent",
+        wakes: l.wakes_us.len(),
+        wake_p50_us: percentile(&l.wakes_us, 0.50),
+        wake_p99_us: percentile(&l.wakes_us, 0.99),
+        wake_max_us: l.wake_max_us(),
+        count_down_p50_us: percentile(&l.count_down_us, 0.50),
+        count_down_max_us: l.count_down_us.last().copied().unwrap_or(0),
+        early: l.early,
+        errors: l.errors,
+        first_error: l.first_error.as_deref(),
     }));
 }
 

@@ -9,9 +9,10 @@
 //!
 //! Needs `redis-server` on PATH (or `REDLOCK_REDIS_SERVER`): it starts its own
 //! on a free loopback port through the test harness, never your Redis on 6379.
-//! The default run takes about 45 s. `cargo test --benches` runs it without
-//! `cargo bench`'s `--bench` argument: then every scenario runs briefly, as
-//! a check that the benchmark still works.
+//! The default run takes about 45 s, plus about 25 s for the sync group.
+//! `cargo test --benches` runs it without `cargo bench`'s `--bench`
+//! argument: then every scenario runs briefly, as a check that the
+//! benchmark still works.
 //!
 //! What it measures, in one run against that one server:
 //!
@@ -51,6 +52,14 @@
 //!   the renewal pipelines each master gets per period for the renewal
 //!   scenario's number of locks.
 //!
+//! - **sync** ([`sync`]): the synchronizers against the plain lock:
+//!   uncontended pairs/s of `rw_lock(k).read()` against `lock(k)` at
+//!   concurrency 1 and 32 (interleaved slices, `--uncontended-secs` each);
+//!   16 workers on a semaphore of limit 4 against the same 16 on 4 plain
+//!   locks, hold 0.2 ms (acquisitions/s, and the most holders ever inside
+//!   at once, `--contended-secs` each); and a latch's wake-up latency for
+//!   16 waiters over `--latch-rounds` rounds (default 20).
+//!
 //! Renewal runs first, so that its memory reading is not inflated by what
 //! the other scenarios allocated. It prints a table per group
 //! ([`report`]), then one JSON line per measurement ([`json`]), then the
@@ -64,6 +73,7 @@ mod json;
 mod renewal;
 mod report;
 mod support;
+mod sync;
 mod targets;
 mod uncontended;
 
@@ -121,6 +131,11 @@ async fn main() {
         false => None,
     };
 
+    let synced = match cfg.run_sync {
+        true => Some(sync::sync(&url, &cfg).await),
+        false => None,
+    };
+
     // Tables.
     println!(
         "lockbench: redis-server {redis_version} (own, loopback), {} cores, our pool size {}, rslock {RSLOCK_VERSION}",
@@ -137,6 +152,9 @@ async fn main() {
     if let Some(c) = &clustered {
         report::print_cluster(c);
     }
+    if let Some(s) = &synced {
+        report::print_sync(s);
+    }
 
     // JSON lines.
     println!();
@@ -149,10 +167,14 @@ async fn main() {
     if let Some(c) = &clustered {
         json::cluster(c);
     }
+    if let Some(s) = &synced {
+        json::sync(s);
+    }
 
     // Targets.
     let mut targets = targets::targets(&uncontended, &contended_runs, renewal.as_ref());
     targets.extend(targets::cluster_targets(clustered.as_ref()));
+    targets.extend(targets::sync_targets(synced.as_ref()));
     targets::print_targets(&targets);
     json::targets(&targets);
     let total = started.elapsed().as_secs_f64();

@@ -5,6 +5,9 @@ use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
 use crate::support::{ms, percentile};
+use crate::sync::{
+    LATCH_COUNT, LATCH_WAITERS, PERMIT_CLIENTS, PERMIT_HOLD, PERMIT_LIMIT, PERMIT_WORKERS, SyncRun,
+};
 use crate::uncontended::{Measured, ratio_to_raw};
 
 pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
@@ -149,4 +152,86 @@ pub(crate) fn print_cluster(c: &ClusterRun) {
         per_node.join(", "),
         c.renewal_held_at_end
     );
+}
+
+pub(crate) fn print_sync(run: &SyncRun) {
+    println!(
+        "\nsync read: rw_lock(k).read() against lock(k), acquire+release pairs on distinct keys, one client (interleaved slices)"
+    );
+    println!(
+        "{:<9} {:>11} {:>10} {:>8} {:>8} {:>9}",
+        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs plain"
+    );
+    for r in &run.read {
+        println!(
+            "{:<9} {:>11} {:>10.0} {:>8} {:>8} {:>9.2}",
+            r.name,
+            r.concurrency,
+            r.per_sec(),
+            percentile(&r.latencies_us, 0.50),
+            percentile(&r.latencies_us, 0.99),
+            run.vs_plain(r.name, r.concurrency)
+        );
+    }
+
+    if let Some(first) = run.permits.first() {
+        println!(
+            "\nsync permits: {PERMIT_WORKERS} workers on {PERMIT_CLIENTS} clients, a semaphore of limit {PERMIT_LIMIT} against {PERMIT_LIMIT} plain locks (worker w on key w/{PERMIT_CLIENTS}), acquire (waiting) -> hold {PERMIT_HOLD:?} -> release, {:.1} s each (interleaved slices)",
+            first.seconds
+        );
+        println!(
+            "{:<10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>8} {:>6}",
+            "impl",
+            "acq/s",
+            "vs locks",
+            "wait p50",
+            "wait p99",
+            "wait max",
+            "max inside",
+            "hold",
+            "errors"
+        );
+        println!(
+            "{:<10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>8} {:>6}",
+            "", "", "", "ms", "ms", "ms", "", "mean ms", ""
+        );
+        for r in &run.permits {
+            println!(
+                "{:<10} {:>8.0} {:>8.2} {:>9.2} {:>9.2} {:>9.2} {:>10} {:>8.2} {:>6}",
+                r.name,
+                r.per_sec(),
+                run.vs_locks(r.name),
+                ms(percentile(&r.waits_us, 0.50)),
+                ms(percentile(&r.waits_us, 0.99)),
+                ms(r.wait_max_us()),
+                r.max_inside,
+                r.mean_hold_us() / 1000.0,
+                r.errors
+            );
+        }
+        for r in &run.permits {
+            if let Some(e) = &r.first_error {
+                println!("  {}: first error: {e}", r.name);
+            }
+        }
+    }
+
+    let l = &run.latch;
+    println!(
+        "\nsync latch: {LATCH_WAITERS} waiters on one latch (count {LATCH_COUNT}), {} rounds; wake from just before the last count_down is sent",
+        l.rounds
+    );
+    println!(
+        "  wake p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} wakes; the last count_down itself p50 {:.2} ms; early {}, errors {}",
+        ms(percentile(&l.wakes_us, 0.50)),
+        ms(percentile(&l.wakes_us, 0.99)),
+        ms(l.wake_max_us()),
+        l.wakes_us.len(),
+        ms(percentile(&l.count_down_us, 0.50)),
+        l.early,
+        l.errors
+    );
+    if let Some(e) = &l.first_error {
+        println!("  first error: {e}");
+    }
 }

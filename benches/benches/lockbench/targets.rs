@@ -4,6 +4,7 @@ use crate::cluster::ClusterRun;
 use crate::contended::Contended;
 use crate::renewal::Renewal;
 use crate::support::{ms, percentile};
+use crate::sync::{PERMIT_LIMIT, SyncRun};
 use crate::uncontended::{CONCURRENCIES, Measured, ratio_to_raw};
 
 pub(crate) struct Target {
@@ -149,6 +150,53 @@ pub(crate) fn cluster_targets(run: Option<&ClusterRun>) -> Vec<Target> {
             pass: pipelines.map(|p| p <= 2.0),
         },
     ]
+}
+
+/// The sync group's targets: the synchronizers cost about what a lock
+/// costs, the semaphore admits no more than its limit, the latch wakes
+/// fast.
+pub(crate) fn sync_targets(run: Option<&SyncRun>) -> Vec<Target> {
+    let not_run = || "not run".to_owned();
+    let mut out = Vec::new();
+    for c in CONCURRENCIES {
+        let ratio = run.map(|r| r.read_ratio(c));
+        out.push(Target {
+            what: format!("uncontended read lock/plain lock >= 0.8 at concurrency {c}"),
+            measured: ratio.map_or_else(not_run, |r| format!("{r:.2}")),
+            pass: ratio.map(|r| r >= 0.8),
+        });
+    }
+    let ratio = run.map(SyncRun::semaphore_ratio);
+    out.push(Target {
+        what: format!(
+            "semaphore (limit {PERMIT_LIMIT})/{PERMIT_LIMIT} plain locks >= 0.8 acquisitions/s"
+        ),
+        measured: ratio.map_or_else(not_run, |r| format!("{r:.2}")),
+        pass: ratio.map(|r| r >= 0.8),
+    });
+    let inside = run.and_then(SyncRun::semaphore).map(|s| s.max_inside);
+    out.push(Target {
+        what: format!("semaphore: never more than {PERMIT_LIMIT} holders inside at once"),
+        measured: inside.map_or_else(not_run, |n| format!("{n} at most")),
+        pass: inside.map(|n| n <= PERMIT_LIMIT as usize),
+    });
+    let latch = run.map(|r| &r.latch);
+    let p99 = latch.map(|l| ms(percentile(&l.wakes_us, 0.99)));
+    out.push(Target {
+        what: "latch wake-up p99 <= 20 ms (every waiter woken, none early)".into(),
+        measured: latch.zip(p99).map_or_else(not_run, |(l, p)| {
+            format!(
+                "{p:.2} ms ({} wakes, {} early, {} errors)",
+                l.wakes_us.len(),
+                l.early,
+                l.errors
+            )
+        }),
+        pass: latch
+            .zip(p99)
+            .map(|(l, p)| p <= 20.0 && l.early == 0 && l.errors == 0 && !l.wakes_us.is_empty()),
+    });
+    out
 }
 
 fn status(pass: Option<bool>) -> &'static str {
