@@ -127,12 +127,17 @@ struct Channel {
 }
 
 impl Channel {
-    /// Wakes the waiter a release message names, every waiter for `*` (a
-    /// release that may let several in: a writer's, a semaphore's, a latch
-    /// reaching zero), else the longest waiter.
+    /// Wakes the waiter a release message names; every waiter for `*` (a
+    /// release that may let several in: a writer's, a latch reaching zero);
+    /// the `n` longest waiters for `*n` (a semaphore's `n` permits freed);
+    /// else the longest waiter.
     fn wake(&self, named: &str) {
-        if named == "*" {
-            return self.wake_all();
+        if let Some(count) = named.strip_prefix('*') {
+            match count.parse::<u32>() {
+                Ok(n) => (0..n.min(1024)).for_each(|_| self.notify.notify_one()),
+                Err(_) => self.wake_all(),
+            }
+            return;
         }
         match self.targets.get(named) {
             Some(target) => target.notify_one(),

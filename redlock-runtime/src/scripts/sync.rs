@@ -193,8 +193,8 @@ return {1, 0}
 ";
 
 /// Gives a holder's permits back, once: a second release finds no token
-/// and changes nothing. Wakes every waiter (the freed permits may let
-/// several in).
+/// and changes nothing. Publishes `*n` for `n` permits freed, which wakes
+/// the `n` longest waiters of each client (as many as may get in).
 ///
 /// `KEYS` holders, counts; `ARGV[1]` token. Returns 1 (released while its
 /// lease lasted) or 0.
@@ -202,9 +202,10 @@ pub(crate) static PERMITS_RELEASE: Lua = Lua::new(&[PRELUDE, PERMITS_RELEASE_BOD
 const PERMITS_RELEASE_BODY: &str = r"
 local until_ms = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not until_ms then return 0 end
+local freed = redis.call('HGET', KEYS[2], ARGV[1]) or '1'
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('PUBLISH', KEYS[1], '*')
+redis.call('PUBLISH', KEYS[1], string.format('*%d', tonumber(freed)))
 if tonumber(until_ms) <= now_ms() then return 0 end
 return 1
 ";

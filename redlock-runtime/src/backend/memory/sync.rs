@@ -177,18 +177,20 @@ impl MemoryBackend {
     /// still held.
     pub(super) fn release_shared(&self, keys: &Keys, token: &str) -> bool {
         let now = Instant::now();
+        let mut freed = None;
         let (released, wake) = {
             let mut state = self.state();
             let state = &mut *state;
             match keys.kind {
                 Kind::Permits { .. } => {
-                    let end = state
+                    let held = state
                         .sync
                         .permits
                         .get_mut(&keys.lock)
-                        .and_then(|h| h.remove(token))
-                        .map(|(_, end)| end);
+                        .and_then(|h| h.remove(token));
                     tidy(&mut state.sync.permits, &keys.lock);
+                    freed = held.map(|(n, _)| n);
+                    let end = held.map(|(_, end)| end);
                     (end.is_some_and(|end| end > now), end.is_some())
                 }
                 Kind::Write => {
@@ -218,7 +220,8 @@ impl MemoryBackend {
             }
         };
         if wake {
-            self.wake.released(&keys.lock, Some("*"));
+            let message = freed.map_or_else(|| "*".to_owned(), |n| format!("*{n}"));
+            self.wake.released(&keys.lock, Some(&message));
         }
         released
     }
