@@ -1,62 +1,84 @@
-//! The attribute's arguments: `key = "..", ttl = "15s", client = self.locks, ..`.
+//! The attribute's arguments, checked: which options the attribute takes
+//! (`#[distributed_lock]` or `#[distributed_semaphore]`), how they combine,
+//! and what the body runs holding ([`Take`]).
 //!
-//! Parsing never stops at the first problem: every bad option is recorded in
-//! a [`Ctxt`] and all of them are reported together, each spanned on the
+//! Checking never stops at the first problem: every bad option is recorded
+//! in a [`Ctxt`] and all of them are reported together, each spanned on the
 //! offending token.
 
 use proc_macro2::{Span, TokenStream};
-use quote::ToTokens;
-use syn::parse::{Parse, ParseStream};
-use syn::spanned::Spanned;
-use syn::{Expr, LitBool, LitStr, Path, Token};
+use syn::parse::ParseStream;
+use syn::{Expr, LitInt, Path};
 
-use crate::duration::{self, Millis};
+use crate::ctxt::Ctxt;
+use crate::duration::{self, DurationArg};
 use crate::key::KeyTemplate;
+use crate::options::{self, KeyList, Opt, Written};
 
-/// The option names, for "expected one of" messages.
-const OPTIONS: &str = "`key`, `ttl`, `wait`, `on_busy`, `hold_at_least`, `renew`, `on_lost`, `fair`, `client`, `crate`";
-
-mod kw {
-    syn::custom_keyword!(key);
-    syn::custom_keyword!(ttl);
-    syn::custom_keyword!(wait);
-    syn::custom_keyword!(on_busy);
-    syn::custom_keyword!(hold_at_least);
-    syn::custom_keyword!(renew);
-    syn::custom_keyword!(on_lost);
-    syn::custom_keyword!(fair);
-    syn::custom_keyword!(client);
+/// Which attribute is expanding.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attr {
+    /// `#[distributed_lock]`.
+    Lock,
+    /// `#[distributed_semaphore]`.
+    Semaphore,
 }
 
-/// Errors collected while parsing and checking, reported all at once.
-#[derive(Default)]
-pub(crate) struct Ctxt {
-    errors: Option<syn::Error>,
-    /// A `key = ..` was written but did not parse (so it is not "missing").
-    key_attempted: bool,
-}
-
-impl Ctxt {
-    pub(crate) fn error(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, message));
-    }
-
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.errors {
-            Some(errors) => errors.combine(error),
-            None => self.errors = Some(error),
+impl Attr {
+    /// `distributed_lock`, for messages (`#[distributed_lock]`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Attr::Lock => "distributed_lock",
+            Attr::Semaphore => "distributed_semaphore",
         }
     }
 
-    /// Whether any error was recorded.
-    pub(crate) fn errors(&self) -> bool {
-        self.errors.is_some()
+    /// What the body runs holding, for messages: "the lock".
+    pub(crate) fn held(self) -> &'static str {
+        match self {
+            Attr::Lock => "the lock",
+            Attr::Semaphore => "a permit",
+        }
     }
 
-    pub(crate) fn into_result(self) -> Result<(), syn::Error> {
-        match self.errors {
-            Some(errors) => Err(errors),
-            None => Ok(()),
+    /// The option names, for "expected one of" messages.
+    fn options(self) -> &'static str {
+        match self {
+            Attr::Lock => {
+                "`key`, `keys`, `mode`, `ttl`, `wait`, `on_busy`, `hold_at_least`, `renew`, \
+                 `on_lost`, `fair`, `client`, `crate`"
+            }
+            Attr::Semaphore => {
+                "`key`, `permits`, `ttl`, `wait`, `on_busy`, `renew`, `on_lost`, `client`, `crate`"
+            }
+        }
+    }
+
+    /// Why `option` does not apply to this attribute, if it does not.
+    fn refuses(self, option: &Opt) -> Option<&'static str> {
+        match (self, option) {
+            (Attr::Lock, Opt::Permits(_)) => Some(
+                "`permits` is an option of `#[distributed_semaphore]`: to let several calls run \
+                 at once, write `#[distributed_semaphore(key = \"..\", permits = 4)]`",
+            ),
+            (Attr::Semaphore, Opt::Keys(_)) => Some(
+                "`keys` does not apply to `#[distributed_semaphore]`: a semaphore has one key; \
+                 write `key = \"..\"`",
+            ),
+            (Attr::Semaphore, Opt::Mode(_)) => Some(
+                "`mode` does not apply to `#[distributed_semaphore]`: each call takes one \
+                 permit; for a read/write lock write `#[distributed_lock(key = \"..\", mode = \
+                 \"read\")]`",
+            ),
+            (Attr::Semaphore, Opt::Fair(_)) => Some(
+                "`fair` does not apply to `#[distributed_semaphore]`: a semaphore does not queue \
+                 its waiters in arrival order; remove it",
+            ),
+            (Attr::Semaphore, Opt::HoldAtLeast(_)) => Some(
+                "`hold_at_least` does not apply to `#[distributed_semaphore]`: a permit is given \
+                 back when the body ends; remove it",
+            ),
+            _ => None,
         }
     }
 }
@@ -77,9 +99,28 @@ pub(crate) enum OnLost {
     Signal,
 }
 
+/// What the body runs holding.
+#[derive(Clone, Copy)]
+pub(crate) enum Take {
+    /// `client.lock(key)`: no `mode`, or `mode = "exclusive"`.
+    Lock,
+    /// `client.rw_lock(key).read()`: `mode = "read"`.
+    Read,
+    /// `client.rw_lock(key).write()`: `mode = "write"`.
+    Write,
+    /// `client.multi_lock([k1, k2, ..])`: `keys = [..]`.
+    Multi,
+    /// `client.semaphore(key, limit)`, one permit per call:
+    /// `#[distributed_semaphore(permits = limit)]`.
+    Permit { limit: u32, span: Span },
+}
+
 /// The checked arguments. Fields left `None` take the runtime's defaults.
 pub(crate) struct LockArgs {
-    pub(crate) key: Option<KeyTemplate>,
+    pub(crate) take: Take,
+    /// `key`'s template, or `keys`' templates in order; empty when missing
+    /// (an error was recorded).
+    pub(crate) keys: Vec<KeyTemplate>,
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) on_busy: OnBusy,
@@ -91,10 +132,24 @@ pub(crate) struct LockArgs {
     pub(crate) crate_path: Option<Path>,
 }
 
-/// Parses the attribute's arguments, recording every problem in `cx`.
-pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
+/// The options that decide [`Take`], with their spans, until they are
+/// checked together.
+#[derive(Default)]
+struct Shape {
+    key: Option<Span>,
+    keys: Option<Span>,
+    mode: Option<(Take, Span)>,
+    permits: Option<(u32, Span)>,
+    /// The options only a plain lock has (`fair`, `hold_at_least`), in
+    /// the order written, with their names' spans.
+    plain_only: Vec<(&'static str, Span)>,
+}
+
+/// Parses `attr`'s arguments, recording every problem in `cx`.
+pub(crate) fn parse(attr: Attr, args: TokenStream, cx: &mut Ctxt) -> LockArgs {
     let mut out = LockArgs {
-        key: None,
+        take: Take::Lock,
+        keys: Vec::new(),
         ttl: None,
         wait: None,
         on_busy: OnBusy::Error,
@@ -106,33 +161,68 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
         crate_path: None,
     };
     let parsed = syn::parse::Parser::parse2(
-        |input: ParseStream<'_>| Ok(parse_options(input, cx)),
-        args.clone(),
+        |input: ParseStream<'_>| Ok(options::parse_options(input, attr.options(), cx)),
+        args,
     );
-    let options = match parsed {
-        Ok(options) => options,
+    let written = match parsed {
+        Ok(written) => written,
         Err(e) => {
             cx.push(e);
             return out;
         }
     };
 
+    let mut shape = Shape::default();
     let mut seen: Vec<&'static str> = Vec::new();
-    for option in options {
-        let name = option.name();
+    for Written {
+        name: name_span,
+        opt,
+    } in written.options
+    {
+        let name = opt.name();
         if seen.contains(&name) {
-            cx.error(option.span(), format!("`{name}` specified more than once"));
+            cx.error(opt.span(), format!("`{name}` specified more than once"));
             continue;
         }
         seen.push(name);
-        match option {
-            Opt::Key(lit) => match KeyTemplate::parse(&lit) {
-                Ok(key) => out.key = Some(key),
-                Err(e) => cx.push(e),
+        if let Some(reason) = attr.refuses(&opt) {
+            cx.error(name_span, reason);
+            continue;
+        }
+        match opt {
+            Opt::Key(lit) => {
+                shape.key = Some(name_span);
+                match KeyTemplate::parse(&lit) {
+                    Ok(key) => out.keys.insert(0, key),
+                    Err(e) => cx.push(e),
+                }
+            }
+            Opt::Keys(list) => {
+                shape.keys = Some(name_span);
+                out.keys.extend(key_list(list, cx));
+            }
+            Opt::Mode(lit) => match lit.value().as_str() {
+                "exclusive" => shape.mode = Some((Take::Lock, lit.span())),
+                "read" => shape.mode = Some((Take::Read, lit.span())),
+                "write" => shape.mode = Some((Take::Write, lit.span())),
+                other => cx.error(
+                    lit.span(),
+                    format!(
+                        "unknown `mode` {other:?}: expected \"exclusive\" (a plain lock, the \
+                         default), \"read\" (the shared read lock of a read/write lock) or \
+                         \"write\" (its exclusive write lock)"
+                    ),
+                ),
             },
+            Opt::Permits(lit) => {
+                if let Some(limit) = permits(&lit, cx) {
+                    shape.permits = Some((limit, lit.span()));
+                }
+            }
             Opt::Ttl(input) => out.ttl = input.check(duration::ttl, cx),
             Opt::Wait(input) => out.wait = input.check(duration::wait, cx),
             Opt::HoldAtLeast(input) => {
+                shape.plain_only.push(("hold_at_least", name_span));
                 out.hold_at_least = input.check(duration::hold_at_least, cx);
             }
             Opt::OnBusy(lit) => match lit.value().as_str() {
@@ -160,7 +250,10 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
                 ),
             },
             Opt::Renew(lit) => out.renew = lit.value,
-            Opt::Fair(lit) => out.fair = lit.value,
+            Opt::Fair(lit) => {
+                shape.plain_only.push(("fair", name_span));
+                out.fair = lit.value;
+            }
             Opt::Client(expr) => out.client = Some(expr),
             Opt::Crate(lit) => match lit.parse::<Path>() {
                 Ok(path) => out.crate_path = Some(path),
@@ -175,227 +268,259 @@ pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> LockArgs {
             },
         }
     }
-    if out.key.is_none() && !seen.contains(&"key") && !cx.key_attempted {
+    let failed = |name: &str| written.failed.iter().any(|n| n == name);
+    if shape.key.is_none() && shape.keys.is_none() && !failed("key") && !failed("keys") {
+        cx.error(Span::call_site(), missing_key(attr));
+    }
+    out.take = take(attr, &shape, cx);
+    if attr == Attr::Semaphore && !seen.contains(&"permits") && !failed("permits") {
         cx.error(
             Span::call_site(),
-            "missing `key`: write `#[distributed_lock(key = \"order:<order_id>\")]`, where \
-             `<order_id>` names an argument of the function",
+            "missing `permits`: write `#[distributed_semaphore(key = \"jobs\", permits = 4)]`, \
+             where `permits` is the semaphore's limit: how many calls may run at once",
         );
     }
     out
 }
 
-/// A duration option as written: a literal, checked now, or an expression
-/// of type `Duration`, checked by the compiler and (its range) at run time.
-enum DurationInput {
-    Lit(LitStr),
-    Expr(Expr),
-}
-
-/// A duration option, checked.
-pub(crate) enum DurationArg {
-    /// A literal's value.
-    Const(Millis),
-    /// An expression the function evaluates on each call.
-    Expr(Expr),
-}
-
-impl DurationInput {
-    fn check(
-        self,
-        literal: fn(&LitStr) -> syn::Result<Millis>,
-        cx: &mut Ctxt,
-    ) -> Option<DurationArg> {
-        match self {
-            Self::Lit(lit) => literal(&lit)
-                .map(DurationArg::Const)
-                .map_err(|e| cx.push(e))
-                .ok(),
-            Self::Expr(expr) => Some(DurationArg::Expr(expr)),
+fn missing_key(attr: Attr) -> &'static str {
+    match attr {
+        Attr::Lock => {
+            "missing `key`: write `#[distributed_lock(key = \"order:<order_id>\")]`, where \
+             `<order_id>` names an argument of the function (or `keys = [\"a:<x>\", \
+             \"b:<y>\"]` to hold several locks at once)"
         }
-    }
-
-    fn span(&self) -> Span {
-        match self {
-            Self::Lit(lit) => lit.span(),
-            Self::Expr(expr) => expr.span(),
+        Attr::Semaphore => {
+            "missing `key`: write `#[distributed_semaphore(key = \"jobs:<queue>\", permits = \
+             4)]`, where `<queue>` names an argument of the function"
         }
     }
 }
 
-/// `name = "15s"` or `name = <expression of type Duration>`.
-fn duration_value(input: ParseStream<'_>, name: &str) -> syn::Result<DurationInput> {
-    if input.peek2(LitStr) {
-        return Ok(DurationInput::Lit(value(input, name, "\"15s\"")?));
+/// What the body runs holding, from `key`/`keys`, `mode` and `permits`;
+/// refuses the combinations the runtime does not have.
+fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
+    if let (Some(_), Some(keys)) = (shape.key, shape.keys) {
+        cx.error(
+            keys,
+            "`key` and `keys` together: write `key = \"..\"` for one lock, or `keys = [..]` for \
+             several locks taken together, not both",
+        );
     }
-    input.parse::<Token![=]>()?;
-    let expr = input.parse::<Expr>();
-    if let Ok(Expr::Lit(syn::ExprLit {
-        lit: lit @ (syn::Lit::Int(_) | syn::Lit::Float(_)),
-        ..
-    })) = &expr
-    {
-        return Err(syn::Error::new(
+    let (take, what) = match (attr, shape.keys, shape.mode) {
+        (Attr::Semaphore, ..) => {
+            // `permits` is checked by the caller; 1 stands in for a bad one.
+            let (limit, span) = shape.permits.unwrap_or((1, Span::call_site()));
+            return Take::Permit { limit, span };
+        }
+        (Attr::Lock, Some(_), Some((_, mode))) => {
+            cx.error(
+                mode,
+                "`mode` does not apply to `keys`: a multi-lock takes exclusive locks; remove \
+                 `mode`, or lock one key with `key = \"..\"` and `mode = \"read\"`",
+            );
+            (Take::Multi, "`keys`")
+        }
+        (Attr::Lock, Some(_), None) => (Take::Multi, "`keys`"),
+        (Attr::Lock, None, Some((Take::Read, _))) => (Take::Read, "`mode = \"read\"`"),
+        (Attr::Lock, None, Some((Take::Write, _))) => (Take::Write, "`mode = \"write\"`"),
+        (Attr::Lock, None, _) => return Take::Lock,
+    };
+    let why = if matches!(take, Take::Multi) {
+        "a multi-lock takes its keys in one fixed order"
+    } else {
+        "a read/write lock serves waiting writers first"
+    };
+    for &(name, span) in &shape.plain_only {
+        let message = if name == "fair" {
+            format!(
+                "`fair` does not apply to {what}: {why}, not through the fair queue of a plain \
+                 lock; remove `fair`"
+            )
+        } else {
+            format!(
+                "`hold_at_least` does not apply to {what}: only a plain lock (no `mode`, or \
+                 `mode = \"exclusive\"`) is held past its body; remove `hold_at_least`"
+            )
+        };
+        cx.error(span, message);
+    }
+    take
+}
+
+/// `keys = [..]`: each element a key template; at least one, no two alike.
+fn key_list(list: KeyList, cx: &mut Ctxt) -> Vec<KeyTemplate> {
+    let mut keys: Vec<KeyTemplate> = Vec::new();
+    if list.keys.is_empty() {
+        cx.error(
+            list.span,
+            "`keys = []` names no lock: list the keys to hold together, such as `keys = \
+             [\"account:<from>\", \"account:<to>\"]` (for one lock, write `key = \"..\"`)",
+        );
+        return keys;
+    }
+    for lit in &list.keys {
+        match KeyTemplate::parse(lit) {
+            Ok(key) => {
+                let written = key.as_written();
+                if keys.iter().any(|k| k.as_written() == written) {
+                    cx.error(
+                        lit.span(),
+                        format!("`keys` lists {written:?} twice: list each key once"),
+                    );
+                } else {
+                    keys.push(key);
+                }
+            }
+            Err(e) => cx.push(e),
+        }
+    }
+    keys
+}
+
+/// `permits = 4`: an unsuffixed (or `u32`) integer, at least 1.
+fn permits(lit: &LitInt, cx: &mut Ctxt) -> Option<u32> {
+    if !matches!(lit.suffix(), "" | "u32") {
+        cx.error(
             lit.span(),
             format!(
-                "`{name} = {}` has no unit: write a literal such as `{name} = \"15s\"`, or an \
-                 expression of type `Duration`",
-                lit.to_token_stream()
+                "`permits` is a `u32`: write `permits = {}`, without the `{}` suffix",
+                lit.base10_digits(),
+                lit.suffix()
             ),
-        ));
+        );
+        return None;
     }
-    expr.map(DurationInput::Expr).map_err(|e| {
-        syn::Error::new(
-            e.span(),
-            format!(
-                "`{name}` takes a literal such as `{name} = \"15s\"` or an expression of type \
-                 `Duration` such as `{name} = CONFIG.lock_ttl`"
-            ),
-        )
-    })
-}
-
-enum Opt {
-    Key(LitStr),
-    Ttl(DurationInput),
-    Wait(DurationInput),
-    OnBusy(LitStr),
-    HoldAtLeast(DurationInput),
-    Renew(LitBool),
-    OnLost(LitStr),
-    Fair(LitBool),
-    Client(Expr),
-    Crate(LitStr),
-}
-
-impl Opt {
-    fn name(&self) -> &'static str {
-        match self {
-            Opt::Key(_) => "key",
-            Opt::Ttl(_) => "ttl",
-            Opt::Wait(_) => "wait",
-            Opt::OnBusy(_) => "on_busy",
-            Opt::HoldAtLeast(_) => "hold_at_least",
-            Opt::Renew(_) => "renew",
-            Opt::OnLost(_) => "on_lost",
-            Opt::Fair(_) => "fair",
-            Opt::Client(_) => "client",
-            Opt::Crate(_) => "crate",
+    match lit.base10_parse::<u32>() {
+        Ok(0) => {
+            cx.error(
+                lit.span(),
+                "`permits = 0` lets no call in: the semaphore's limit (how many calls may run at \
+                 once) is at least 1",
+            );
+            None
         }
-    }
-
-    fn span(&self) -> Span {
-        match self {
-            Opt::Key(l) | Opt::OnBusy(l) | Opt::OnLost(l) | Opt::Crate(l) => l.span(),
-            Opt::Ttl(d) | Opt::Wait(d) | Opt::HoldAtLeast(d) => d.span(),
-            Opt::Renew(l) | Opt::Fair(l) => l.span,
-            Opt::Client(e) => e.span(),
-        }
-    }
-}
-
-/// `name = value` pairs separated by commas. A bad pair is recorded and
-/// skipped up to the next comma, so one typo does not hide the next.
-fn parse_options(input: ParseStream<'_>, cx: &mut Ctxt) -> Vec<Opt> {
-    let mut options = Vec::new();
-    let mut key_attempted = false;
-    while !input.is_empty() {
-        let name = input
-            .fork()
-            .parse::<proc_macro2::Ident>()
-            .ok()
-            .map(|i| i.to_string());
-        match parse_option(input) {
-            Ok(option) => options.push(option),
-            Err(e) => {
-                cx.push(e);
-                skip_to_comma(input);
-                key_attempted |= name.is_some_and(|n| n == "key");
-            }
-        }
-        if input.is_empty() {
-            break;
-        }
-        if let Err(e) = input.parse::<Token![,]>() {
-            cx.push(e);
-            skip_to_comma(input);
-            let _ = input.parse::<Option<Token![,]>>();
-        }
-    }
-    if key_attempted {
-        cx.key_attempted = true;
-    }
-    options
-}
-
-fn skip_to_comma(input: ParseStream<'_>) {
-    while !input.is_empty() && !input.peek(Token![,]) {
-        if input.parse::<proc_macro2::TokenTree>().is_err() {
-            break;
-        }
-    }
-}
-
-fn parse_option(input: ParseStream<'_>) -> syn::Result<Opt> {
-    let lookahead = input.lookahead1();
-    if lookahead.peek(kw::key) {
-        input.parse::<kw::key>()?;
-        Ok(Opt::Key(value(input, "key", "\"order:<order_id>\"")?))
-    } else if lookahead.peek(kw::ttl) {
-        input.parse::<kw::ttl>()?;
-        Ok(Opt::Ttl(duration_value(input, "ttl")?))
-    } else if lookahead.peek(kw::wait) {
-        input.parse::<kw::wait>()?;
-        Ok(Opt::Wait(duration_value(input, "wait")?))
-    } else if lookahead.peek(kw::on_busy) {
-        input.parse::<kw::on_busy>()?;
-        Ok(Opt::OnBusy(value(input, "on_busy", "\"skip\"")?))
-    } else if lookahead.peek(kw::hold_at_least) {
-        input.parse::<kw::hold_at_least>()?;
-        Ok(Opt::HoldAtLeast(duration_value(input, "hold_at_least")?))
-    } else if lookahead.peek(kw::renew) {
-        input.parse::<kw::renew>()?;
-        Ok(Opt::Renew(value(input, "renew", "false")?))
-    } else if lookahead.peek(kw::on_lost) {
-        input.parse::<kw::on_lost>()?;
-        Ok(Opt::OnLost(value(input, "on_lost", "\"signal\"")?))
-    } else if lookahead.peek(kw::fair) {
-        input.parse::<kw::fair>()?;
-        Ok(Opt::Fair(value(input, "fair", "true")?))
-    } else if lookahead.peek(kw::client) {
-        input.parse::<kw::client>()?;
-        input.parse::<Token![=]>()?;
-        Ok(Opt::Client(input.parse()?))
-    } else if lookahead.peek(Token![crate]) {
-        input.parse::<Token![crate]>()?;
-        Ok(Opt::Crate(value(input, "crate", "\"redlock_runtime\"")?))
-    } else if input.peek(syn::Ident) || input.peek(syn::Lit) {
-        let token: proc_macro2::TokenTree = input.parse()?;
-        Err(syn::Error::new(
-            token.span(),
-            format!("unknown option `{token}`: expected one of {OPTIONS}"),
-        ))
-    } else {
-        Err(lookahead.error())
-    }
-}
-
-/// `= <literal>`, with a message naming the option and an example value
-/// when the literal is of the wrong kind.
-fn value<T: Parse>(input: ParseStream<'_>, name: &str, example: &str) -> syn::Result<T> {
-    input.parse::<Token![=]>()?;
-    let fork = input.fork();
-    match input.parse::<T>() {
-        Ok(value) => Ok(value),
+        Ok(limit) => Some(limit),
         Err(_) => {
-            let span = fork
-                .parse::<proc_macro2::TokenTree>()
-                .map(|t| t.span())
-                .unwrap_or_else(|_| input.span());
-            Err(syn::Error::new(
-                span,
-                format!("`{name}` takes a literal such as `{name} = {example}`"),
-            ))
+            cx.error(
+                lit.span(),
+                format!(
+                    "`permits = {}` is too large: the semaphore's limit is a `u32`",
+                    lit.base10_digits()
+                ),
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `attr(args)` takes, and its errors' messages.
+    fn parsed(attr: Attr, args: &str) -> (LockArgs, Vec<String>) {
+        let mut cx = Ctxt::default();
+        let args = parse(attr, args.parse().expect("tokens"), &mut cx);
+        let errors = match cx.into_result() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+        };
+        (args, errors)
+    }
+
+    #[test]
+    fn mode_keys_and_permits_decide_what_the_body_holds() {
+        let (args, errors) = parsed(Attr::Lock, r#"key = "p:<id>", mode = "read""#);
+        assert!(
+            errors.is_empty() && matches!(args.take, Take::Read),
+            "{errors:?}"
+        );
+        let (args, errors) = parsed(Attr::Lock, r#"key = "p:<id>", mode = "write""#);
+        assert!(
+            errors.is_empty() && matches!(args.take, Take::Write),
+            "{errors:?}"
+        );
+        let (args, errors) = parsed(
+            Attr::Lock,
+            r#"key = "p", mode = "exclusive", fair = true, hold_at_least = "1s""#,
+        );
+        assert!(
+            errors.is_empty() && matches!(args.take, Take::Lock),
+            "{errors:?}"
+        );
+        let (args, errors) = parsed(Attr::Lock, r#"keys = ["a:<x>", "b:<y>"], wait = "1s""#);
+        assert!(
+            errors.is_empty() && matches!(args.take, Take::Multi),
+            "{errors:?}"
+        );
+        assert_eq!(args.keys.len(), 2);
+        let (args, errors) = parsed(Attr::Semaphore, r#"key = "jobs", permits = 3"#);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(matches!(args.take, Take::Permit { limit: 3, .. }));
+    }
+
+    #[test]
+    fn combinations_the_runtime_lacks_are_refused() {
+        for (attr, args, expected) in [
+            (
+                Attr::Lock,
+                r#"key = "p", mode = "upgrade""#,
+                "unknown `mode`",
+            ),
+            (
+                Attr::Lock,
+                r#"key = "p", mode = "read", fair = false"#,
+                "`fair`",
+            ),
+            (
+                Attr::Lock,
+                r#"key = "p", mode = "write", hold_at_least = "1s""#,
+                "`hold_at_least`",
+            ),
+            (Attr::Lock, r#"keys = []"#, "names no lock"),
+            (
+                Attr::Lock,
+                r#"key = "a", keys = ["b"]"#,
+                "`key` and `keys` together",
+            ),
+            (
+                Attr::Lock,
+                r#"keys = ["a"], mode = "exclusive""#,
+                "`mode` does not apply",
+            ),
+            (
+                Attr::Lock,
+                r#"keys = ["a"], fair = true"#,
+                "`fair` does not apply to `keys`",
+            ),
+            (Attr::Lock, r#"keys = ["a", "a"]"#, "twice"),
+            (
+                Attr::Lock,
+                r#"key = "a", permits = 2"#,
+                "`#[distributed_semaphore]`",
+            ),
+            (Attr::Semaphore, r#"key = "a""#, "missing `permits`"),
+            (
+                Attr::Semaphore,
+                r#"key = "a", permits = 0"#,
+                "`permits = 0`",
+            ),
+            (
+                Attr::Semaphore,
+                r#"key = "a", permits = "2""#,
+                "integer literal",
+            ),
+            (
+                Attr::Semaphore,
+                r#"key = "a", permits = 2, keys = ["b"]"#,
+                "one key",
+            ),
+            (Attr::Semaphore, r#"permits = 2"#, "missing `key`"),
+        ] {
+            let (_, errors) = parsed(attr, args);
+            assert_eq!(errors.len(), 1, "{args}: {errors:?}");
+            assert!(errors[0].contains(expected), "{args}: {errors:?}");
         }
     }
 }

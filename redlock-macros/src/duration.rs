@@ -1,11 +1,21 @@
 //! Duration literals (`"15s"`, `"500ms"`, `"1h 30m"`), checked when the
-//! macro expands so that a typo is a compile error on the literal.
+//! macro expands so that a typo is a compile error on the literal; and
+//! [`DurationArg`], a duration option once checked (a literal's value, or
+//! an expression of type `Duration`).
 
 use std::time::Duration;
 
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
-use syn::LitStr;
+use syn::{Expr, LitStr};
+
+/// A duration option, checked.
+pub(crate) enum DurationArg {
+    /// A literal's value.
+    Const(Millis),
+    /// An expression the function evaluates on each call.
+    Expr(Expr),
+}
 
 /// A checked duration, kept with the literal it came from.
 pub(crate) struct Millis {

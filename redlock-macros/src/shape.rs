@@ -8,13 +8,14 @@
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::ext::IdentExt as _;
-use syn::parse::{Parse, ParseStream};
+use syn::parse::ParseStream;
 use syn::{
     Attribute, FnArg, GenericArgument, Ident, Pat, PathArguments, ReturnType, Signature, Type,
     TypeParamBound, Visibility,
 };
 
-use crate::attr::Ctxt;
+use crate::attr::Attr;
+use crate::ctxt::Ctxt;
 
 /// A function with its body kept as raw tokens (never parsed), so that an
 /// error inside the body is rustc's to report, at its own place.
@@ -27,8 +28,10 @@ pub(crate) struct AsyncFn {
     pub(crate) body: TokenStream,
 }
 
-impl Parse for AsyncFn {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+impl AsyncFn {
+    /// Parses the item `attr` was put on.
+    pub(crate) fn parse(input: ParseStream<'_>, attr: Attr) -> syn::Result<Self> {
+        let attr = attr.name();
         let attrs = input.call(Attribute::parse_outer)?;
         let vis: Visibility = input.parse()?;
         if !(input.peek(syn::Token![async])
@@ -39,16 +42,20 @@ impl Parse for AsyncFn {
         {
             return Err(syn::Error::new(
                 Span::call_site(),
-                "`#[distributed_lock]` goes on an `async fn`: a free function, or a method in an \
-                 `impl` block",
+                format!(
+                    "`#[{attr}]` goes on an `async fn`: a free function, or a method in an `impl` \
+                     block"
+                ),
             ));
         }
         let sig: Signature = input.parse()?;
         if input.peek(syn::Token![;]) {
             return Err(syn::Error::new(
                 sig.ident.span(),
-                "`#[distributed_lock]` needs the function's body: put it on the method in the \
-                 `impl` block, not on the trait's declaration",
+                format!(
+                    "`#[{attr}]` needs the function's body: put it on the method in the `impl` \
+                     block, not on the trait's declaration"
+                ),
             ));
         }
         let content;
@@ -149,8 +156,10 @@ pub(crate) struct Boxed {
 
 /// The function's shape; `None` (with the error recorded) for a plain
 /// `fn` the attribute cannot take.
-pub(crate) fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
+pub(crate) fn shape(func: &AsyncFn, attr: Attr, cx: &mut Ctxt) -> Option<Shape> {
     let sig = &func.sig;
+    let held = attr.held();
+    let attr = attr.name();
     if sig.asyncness.is_some() {
         return Some(Shape::Async);
     }
@@ -161,7 +170,7 @@ pub(crate) fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
         cx.error(
             sig.ident.span(),
             format!(
-                "`#[distributed_lock]` needs an `async fn`; `{}` is a plain `fn` returning a \
+                "`#[{attr}]` needs an `async fn`; `{}` is a plain `fn` returning a \
                  boxed future, which it takes only when the body is `Box::pin(async move {{ .. \
                  }})` (what `#[async_trait]` writes for an `async fn`): write `async fn {}(..)`, \
                  or that body",
@@ -178,18 +187,18 @@ pub(crate) fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
             .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"));
         let message = if test {
             format!(
-                "`#[distributed_lock]` needs an `async fn`, and `{}` no longer is one: \
-                 `#[tokio::test]` (or another test attribute) above `#[distributed_lock]` has \
-                 already rewritten it into a plain `fn` that runs an `async` block. Attributes \
-                 expand from the top down: move `#[distributed_lock]` above it",
+                "`#[{attr}]` needs an `async fn`, and `{}` no longer is one: \
+                 `#[tokio::test]` (or another test attribute) above `#[{attr}]` has already \
+                 rewritten it into a plain `fn` that runs an `async` block. Attributes expand \
+                 from the top down: move `#[{attr}]` above it",
                 sig.ident
             )
         } else {
             format!(
-                "`#[distributed_lock]` needs an `async fn`, and `{}` is a plain `fn` that runs \
-                 an `async` block: when an attribute above `#[distributed_lock]` (such as \
+                "`#[{attr}]` needs an `async fn`, and `{}` is a plain `fn` that runs \
+                 an `async` block: when an attribute above `#[{attr}]` (such as \
                  `#[tokio::main]` or `#[tokio::test]`) rewrote it so, move \
-                 `#[distributed_lock]` above that attribute (attributes expand from the top \
+                 `#[{attr}]` above that attribute (attributes expand from the top \
                  down); otherwise write `async fn {}(..)`",
                 sig.ident, sig.ident
             )
@@ -200,8 +209,8 @@ pub(crate) fn shape(func: &AsyncFn, cx: &mut Ctxt) -> Option<Shape> {
     cx.error(
         sig.fn_token.span,
         format!(
-            "`#[distributed_lock]` needs an `async fn`: the lock is taken with `.await` before \
-             the body runs; write `async fn {}(..)`",
+            "`#[{attr}]` needs an `async fn`: {held} is taken with `.await` before the \
+             body runs; write `async fn {}(..)`",
             sig.ident
         ),
     );

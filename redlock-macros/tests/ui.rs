@@ -1,4 +1,5 @@
-//! Compile-time behaviour of `#[distributed_lock]`: every accepted form in
+//! Compile-time behaviour of `#[distributed_lock]` and
+//! `#[distributed_semaphore]`: every accepted form in
 //! `ui/pass` compiles and runs; every mistake in `ui/fail` fails with the
 //! committed `.stderr`. Regenerate with `TRYBUILD=overwrite` and review the
 //! diff. The messages are rustc's, so they are pinned to the toolchain

@@ -1,0 +1,333 @@
+//! The options as written: `name = value` pairs, each parsed into an
+//! [`Opt`] with its spans. Which options an attribute takes, and how they
+//! combine, is `attr.rs`'s business; here a bad pair is recorded and
+//! skipped up to the next comma, so one typo does not hide the next.
+
+use proc_macro2::Span;
+use quote::ToTokens;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, LitBool, LitInt, LitStr, Token};
+
+use crate::ctxt::Ctxt;
+use crate::duration::{DurationArg, Millis};
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(keys);
+    syn::custom_keyword!(mode);
+    syn::custom_keyword!(permits);
+    syn::custom_keyword!(ttl);
+    syn::custom_keyword!(wait);
+    syn::custom_keyword!(on_busy);
+    syn::custom_keyword!(hold_at_least);
+    syn::custom_keyword!(renew);
+    syn::custom_keyword!(on_lost);
+    syn::custom_keyword!(fair);
+    syn::custom_keyword!(client);
+}
+
+/// One option's value, as written.
+pub(crate) enum Opt {
+    Key(LitStr),
+    Keys(KeyList),
+    Mode(LitStr),
+    Permits(LitInt),
+    Ttl(DurationInput),
+    Wait(DurationInput),
+    OnBusy(LitStr),
+    HoldAtLeast(DurationInput),
+    Renew(LitBool),
+    OnLost(LitStr),
+    Fair(LitBool),
+    Client(Expr),
+    Crate(LitStr),
+}
+
+/// `keys = ["a:<x>", "b:<y>"]`.
+pub(crate) struct KeyList {
+    /// The brackets, where an error about the whole list points.
+    pub(crate) span: Span,
+    pub(crate) keys: Vec<LitStr>,
+}
+
+/// An option with the span of its name.
+pub(crate) struct Written {
+    /// The option's name (`fair` in `fair = true`), where an error about
+    /// the option itself (not its value) points.
+    pub(crate) name: Span,
+    pub(crate) opt: Opt,
+}
+
+impl Opt {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Opt::Key(_) => "key",
+            Opt::Keys(_) => "keys",
+            Opt::Mode(_) => "mode",
+            Opt::Permits(_) => "permits",
+            Opt::Ttl(_) => "ttl",
+            Opt::Wait(_) => "wait",
+            Opt::OnBusy(_) => "on_busy",
+            Opt::HoldAtLeast(_) => "hold_at_least",
+            Opt::Renew(_) => "renew",
+            Opt::OnLost(_) => "on_lost",
+            Opt::Fair(_) => "fair",
+            Opt::Client(_) => "client",
+            Opt::Crate(_) => "crate",
+        }
+    }
+
+    /// The value's span.
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Opt::Key(l) | Opt::Mode(l) | Opt::OnBusy(l) | Opt::OnLost(l) | Opt::Crate(l) => {
+                l.span()
+            }
+            Opt::Keys(list) => list.span,
+            Opt::Permits(l) => l.span(),
+            Opt::Ttl(d) | Opt::Wait(d) | Opt::HoldAtLeast(d) => d.span(),
+            Opt::Renew(l) | Opt::Fair(l) => l.span,
+            Opt::Client(e) => e.span(),
+        }
+    }
+}
+
+/// What was written: the options that parsed, and the names of those
+/// that were attempted but did not (so that a bad `key = ..` is not also
+/// reported missing).
+pub(crate) struct Options {
+    pub(crate) options: Vec<Written>,
+    pub(crate) failed: Vec<String>,
+}
+
+/// `name = value` pairs separated by commas; `expected` lists the option
+/// names for an unknown one ("`key`, `ttl`, ..").
+pub(crate) fn parse_options(input: ParseStream<'_>, expected: &str, cx: &mut Ctxt) -> Options {
+    let mut out = Options {
+        options: Vec::new(),
+        failed: Vec::new(),
+    };
+    while !input.is_empty() {
+        let name = input
+            .fork()
+            .parse::<proc_macro2::Ident>()
+            .ok()
+            .map(|i| i.to_string());
+        match parse_option(input, expected) {
+            Ok(option) => out.options.push(option),
+            Err(e) => {
+                cx.push(e);
+                skip_to_comma(input);
+                out.failed.extend(name);
+            }
+        }
+        if input.is_empty() {
+            break;
+        }
+        if let Err(e) = input.parse::<Token![,]>() {
+            cx.push(e);
+            skip_to_comma(input);
+            let _ = input.parse::<Option<Token![,]>>();
+        }
+    }
+    out
+}
+
+fn skip_to_comma(input: ParseStream<'_>) {
+    while !input.is_empty() && !input.peek(Token![,]) {
+        if input.parse::<proc_macro2::TokenTree>().is_err() {
+            break;
+        }
+    }
+}
+
+fn parse_option(input: ParseStream<'_>, expected: &str) -> syn::Result<Written> {
+    let name = input.span();
+    let lookahead = input.lookahead1();
+    let opt = if lookahead.peek(kw::key) {
+        input.parse::<kw::key>()?;
+        Opt::Key(value(input, "key", "\"order:<order_id>\"")?)
+    } else if lookahead.peek(kw::keys) {
+        input.parse::<kw::keys>()?;
+        Opt::Keys(key_list(input)?)
+    } else if lookahead.peek(kw::mode) {
+        input.parse::<kw::mode>()?;
+        Opt::Mode(value(input, "mode", "\"read\"")?)
+    } else if lookahead.peek(kw::permits) {
+        input.parse::<kw::permits>()?;
+        Opt::Permits(permits(input)?)
+    } else if lookahead.peek(kw::ttl) {
+        input.parse::<kw::ttl>()?;
+        Opt::Ttl(duration_value(input, "ttl")?)
+    } else if lookahead.peek(kw::wait) {
+        input.parse::<kw::wait>()?;
+        Opt::Wait(duration_value(input, "wait")?)
+    } else if lookahead.peek(kw::on_busy) {
+        input.parse::<kw::on_busy>()?;
+        Opt::OnBusy(value(input, "on_busy", "\"skip\"")?)
+    } else if lookahead.peek(kw::hold_at_least) {
+        input.parse::<kw::hold_at_least>()?;
+        Opt::HoldAtLeast(duration_value(input, "hold_at_least")?)
+    } else if lookahead.peek(kw::renew) {
+        input.parse::<kw::renew>()?;
+        Opt::Renew(value(input, "renew", "false")?)
+    } else if lookahead.peek(kw::on_lost) {
+        input.parse::<kw::on_lost>()?;
+        Opt::OnLost(value(input, "on_lost", "\"signal\"")?)
+    } else if lookahead.peek(kw::fair) {
+        input.parse::<kw::fair>()?;
+        Opt::Fair(value(input, "fair", "true")?)
+    } else if lookahead.peek(kw::client) {
+        input.parse::<kw::client>()?;
+        input.parse::<Token![=]>()?;
+        Opt::Client(input.parse()?)
+    } else if lookahead.peek(Token![crate]) {
+        input.parse::<Token![crate]>()?;
+        Opt::Crate(value(input, "crate", "\"redlock_runtime\"")?)
+    } else if input.peek(syn::Ident) || input.peek(syn::Lit) {
+        let token: proc_macro2::TokenTree = input.parse()?;
+        return Err(syn::Error::new(
+            token.span(),
+            format!("unknown option `{token}`: expected one of {expected}"),
+        ));
+    } else {
+        return Err(lookahead.error());
+    };
+    Ok(Written { name, opt })
+}
+
+/// `= <literal>`, with a message naming the option and an example value
+/// when the literal is of the wrong kind.
+fn value<T: Parse>(input: ParseStream<'_>, name: &str, example: &str) -> syn::Result<T> {
+    input.parse::<Token![=]>()?;
+    let fork = input.fork();
+    match input.parse::<T>() {
+        Ok(value) => Ok(value),
+        Err(_) => Err(syn::Error::new(
+            next_span(&fork, input),
+            format!("`{name}` takes a literal such as `{name} = {example}`"),
+        )),
+    }
+}
+
+/// The span of the next token, for an error about a value of the wrong
+/// kind.
+fn next_span(fork: ParseStream<'_>, input: ParseStream<'_>) -> Span {
+    fork.parse::<proc_macro2::TokenTree>()
+        .map(|t| t.span())
+        .unwrap_or_else(|_| input.span())
+}
+
+/// `= 4`: an integer literal (checked against zero in `attr.rs`).
+fn permits(input: ParseStream<'_>) -> syn::Result<LitInt> {
+    input.parse::<Token![=]>()?;
+    let fork = input.fork();
+    input.parse::<LitInt>().map_err(|_| {
+        syn::Error::new(
+            next_span(&fork, input),
+            "`permits` takes an integer literal, the semaphore's limit: how many calls may run \
+             at once, such as `permits = 4`",
+        )
+    })
+}
+
+/// `= ["a:<x>", "b:<y>"]`.
+fn key_list(input: ParseStream<'_>) -> syn::Result<KeyList> {
+    input.parse::<Token![=]>()?;
+    let example = "`keys = [\"account:<from>\", \"account:<to>\"]`";
+    if !input.peek(syn::token::Bracket) {
+        return Err(syn::Error::new(
+            next_span(&input.fork(), input),
+            format!("`keys` takes a list of key templates in brackets, such as {example}"),
+        ));
+    }
+    let content;
+    let bracket = syn::bracketed!(content in input);
+    let elems = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
+    let mut keys = Vec::new();
+    for elem in elems {
+        match elem {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(lit),
+                ..
+            }) => keys.push(lit),
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    format!(
+                        "each element of `keys` is a key template: a string literal, as in \
+                         {example}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(KeyList {
+        span: bracket.span.join(),
+        keys,
+    })
+}
+
+/// A duration option as written: a literal, checked now, or an expression
+/// of type `Duration`, checked by the compiler and (its range) at run time.
+pub(crate) enum DurationInput {
+    Lit(LitStr),
+    Expr(Expr),
+}
+
+impl DurationInput {
+    pub(crate) fn check(
+        self,
+        literal: fn(&LitStr) -> syn::Result<Millis>,
+        cx: &mut Ctxt,
+    ) -> Option<DurationArg> {
+        match self {
+            Self::Lit(lit) => literal(&lit)
+                .map(DurationArg::Const)
+                .map_err(|e| cx.push(e))
+                .ok(),
+            Self::Expr(expr) => Some(DurationArg::Expr(expr)),
+        }
+    }
+
+    fn span(&self) -> Span {
+        match self {
+            Self::Lit(lit) => lit.span(),
+            Self::Expr(expr) => expr.span(),
+        }
+    }
+}
+
+/// `name = "15s"` or `name = <expression of type Duration>`.
+fn duration_value(input: ParseStream<'_>, name: &str) -> syn::Result<DurationInput> {
+    if input.peek2(LitStr) {
+        return Ok(DurationInput::Lit(value(input, name, "\"15s\"")?));
+    }
+    input.parse::<Token![=]>()?;
+    let expr = input.parse::<Expr>();
+    if let Ok(Expr::Lit(syn::ExprLit {
+        lit: lit @ (syn::Lit::Int(_) | syn::Lit::Float(_)),
+        ..
+    })) = &expr
+    {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{name} = {}` has no unit: write a literal such as `{name} = \"15s\"`, or an \
+                 expression of type `Duration`",
+                lit.to_token_stream()
+            ),
+        ));
+    }
+    expr.map(DurationInput::Expr).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!(
+                "`{name}` takes a literal such as `{name} = \"15s\"` or an expression of type \
+                 `Duration` such as `{name} = CONFIG.lock_ttl`"
+            ),
+        )
+    })
+}
