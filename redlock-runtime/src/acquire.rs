@@ -219,7 +219,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     }
 
     let keys = p.shape.keys(&settings.key_prefix, p.key.clone());
-    let token = uuid::Uuid::new_v4().to_string();
+    let token = core.new_token();
     // A fair waiter holds a place in the line, a waiting writer one in the
     // writers' set (not one that does not wait: it would keep readers out
     // for nothing): both are given back with the rest.

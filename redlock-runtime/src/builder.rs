@@ -309,6 +309,16 @@ impl LockClientBuilder {
         self
     }
 
+    /// The name written with each lock this client takes, which
+    /// [`LockClient::inspect`] and the busy errors show: who holds a lock.
+    /// Defaults to the host name and process id (`web-3:4121`). At most
+    /// 128 bytes, no control characters; it is stored beside the owner
+    /// token, never instead of it.
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.settings.client_name = name.into().into();
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -442,6 +452,9 @@ impl LockClientBuilder {
             });
         }
         s.retry.validate()?;
+        if let Some(reason) = crate::owner::invalid_name(&s.client_name) {
+            return Err(ConfigError::InvalidClientName { reason });
+        }
         Ok(target)
     }
 
@@ -484,6 +497,7 @@ impl LockClientBuilder {
             }
             tracing::warn!(target: "redlock", %target, %policy, "Redis may evict lock keys under memory pressure (maxmemory with maxmemory-policy {policy}): a lock evicted while held can be taken by a second owner; set maxmemory-policy noeviction");
         }
+        core.learn_clock().await;
         Ok(client)
     }
 

@@ -110,6 +110,41 @@ impl LockClient {
         )
     }
 
+    /// Who holds the lock named `key`, since when, for how long, and the
+    /// last fencing token issued; in fair mode how many wait; and the
+    /// holders of the read/write lock and semaphore of the same name. One
+    /// round trip (on Redlock, to every node: what a majority agree on),
+    /// reading only. Never shows an owner token.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use redlock_runtime::LockClient;
+    ///
+    /// let locks = LockClient::builder().in_memory().client_name("billing-7").build().await?;
+    /// let guard = locks.lock("job:invoices").acquire().await?;
+    /// let info = locks.inspect("job:invoices").await?;
+    /// let holder = info.holder.expect("held");
+    /// assert_eq!(holder.client_name.as_deref(), Some("billing-7"));
+    /// assert!(holder.ttl_left.is_some());
+    /// guard.release().await?;
+    /// assert!(!locks.inspect("job:invoices").await?.is_held());
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidKey`](crate::LockError::InvalidKey) for a bad
+    /// key; Redis failures as for an acquire.
+    pub async fn inspect(&self, key: &str) -> Result<crate::LockInfo, crate::LockError> {
+        crate::inspect::inspect(&self.core, key).await
+    }
+
+    /// The name written with each lock this client takes (see
+    /// [`LockClientBuilder::client_name`](crate::LockClientBuilder::client_name)).
+    pub fn client_name(&self) -> &str {
+        &self.core.settings().client_name
+    }
+
     /// The underlying pool, when the client is on one Redis.
     pub fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
         self.core.backend().pool()

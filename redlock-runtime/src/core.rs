@@ -4,7 +4,7 @@
 //! acquires in flight. The watchdog task holds only a `Weak` to it, so a
 //! client whose handles and guards are all gone is dropped, task and all.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -33,6 +33,8 @@ pub(crate) struct Settings {
     pub(crate) retry: RetryPolicy,
     /// How long a fencing counter outlives its key's last acquire.
     pub(crate) fence_retention: Duration,
+    /// Written with each lock this client takes (see `owner.rs`).
+    pub(crate) client_name: Arc<str>,
 }
 
 impl Default for Settings {
@@ -50,6 +52,7 @@ impl Settings {
             command_timeout: Duration::from_millis(500),
             retry: RetryPolicy::default(),
             fence_retention: DEFAULT_FENCE_RETENTION,
+            client_name: crate::owner::default_name().into(),
         }
     }
 }
@@ -63,6 +66,9 @@ pub(crate) struct Core {
     settings: Settings,
     watchdog: Watchdog,
     wakeups: Wakeups,
+    /// Redis's clock less this machine's (ms), as last measured; zero
+    /// until then.
+    clock_offset_ms: AtomicI64,
 }
 
 impl Core {
@@ -74,7 +80,29 @@ impl Core {
             settings,
             watchdog: Watchdog::default(),
             wakeups,
+            clock_offset_ms: AtomicI64::new(0),
         })
+    }
+
+    /// Measures Redis's clock against this machine's (one `TIME`), for the
+    /// acquire times written with each lock; keeps the last measure when
+    /// it fails.
+    pub(crate) async fn learn_clock(&self) {
+        let sent = crate::owner::local_ms();
+        if let Ok(redis_ms) = self.backend.time(self.settings.command_timeout).await {
+            let received = crate::owner::local_ms();
+            let local = sent + (received - sent) / 2;
+            let redis_ms = i64::try_from(redis_ms).unwrap_or(i64::MAX);
+            self.clock_offset_ms
+                .store(redis_ms.saturating_sub(local), Ordering::Relaxed);
+        }
+    }
+
+    /// A new owner token: this client's name, and the time on Redis's
+    /// clock as this client estimates it.
+    pub(crate) fn new_token(&self) -> String {
+        let now = crate::owner::local_ms() + self.clock_offset_ms.load(Ordering::Relaxed);
+        crate::owner::token(&self.settings.client_name, u64::try_from(now).unwrap_or(0))
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -8,6 +8,11 @@ pub use config::ConfigError;
 
 mod config;
 
+/// ` (holder)` for a busy error's message, or nothing.
+fn held_by(holder: Option<&str>) -> String {
+    holder.map(|h| format!(" ({h})")).unwrap_or_default()
+}
+
 /// What to use instead of the synchronizers on a Redlock client.
 pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore or latch keeps \
      its state in one store, and Redlock's independent masters share none; build a client on one \
@@ -24,23 +29,32 @@ pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore 
 pub enum LockError {
     /// The lock is held by another owner and no wait was allowed.
     #[error(
-        "lock `{key}` is held by another owner; try again later, or allow waiting with `.wait(..)`"
+        "lock `{key}` is held by another owner{}; try again later, or allow waiting with \
+         `.wait(..)`",
+        held_by(holder.as_deref())
     )]
     Busy {
         /// The lock key, without the client's prefix.
         key: String,
+        /// Who held it when the acquire gave up: its client name, how long
+        /// it had held it and when its lease ends (never its token), when
+        /// known.
+        holder: Option<String>,
     },
 
     /// The lock stayed held by another owner for the whole wait.
     #[error(
-        "gave up on lock `{key}` after waiting {waited:?}: another owner held it the whole time; \
-         allow a longer `.wait(..)` or shorten the other holder's critical section"
+        "gave up on lock `{key}` after waiting {waited:?}: another owner{} held it the whole \
+         time; allow a longer `.wait(..)` or shorten the other holder's critical section",
+        held_by(holder.as_deref())
     )]
     WaitTimeout {
         /// The lock key, without the client's prefix.
         key: String,
         /// How long this caller waited before giving up.
         waited: Duration,
+        /// Who held it when the wait ended (as for [`Busy`](Self::Busy)).
+        holder: Option<String>,
     },
 
     /// The lock is no longer held by this guard.
@@ -307,7 +321,7 @@ impl LockError {
     /// The lock key the error is about, when there is one.
     pub fn key(&self) -> Option<&str> {
         match self {
-            Self::Busy { key }
+            Self::Busy { key, .. }
             | Self::WaitTimeout { key, .. }
             | Self::Lost { key, .. }
             | Self::Upgrade { key }
@@ -398,6 +412,8 @@ pub enum Operation {
     Extend,
     /// Releasing the lock.
     Release,
+    /// Reading who holds a lock ([`LockClient::inspect`](crate::LockClient::inspect)).
+    Inspect,
 }
 
 impl fmt::Display for Operation {
@@ -406,6 +422,7 @@ impl fmt::Display for Operation {
             Self::Acquire => "acquire",
             Self::Extend => "extend",
             Self::Release => "release",
+            Self::Inspect => "inspect",
         })
     }
 }
@@ -469,12 +486,14 @@ mod io_tests {
     fn a_lock_error_becomes_an_io_error_that_keeps_it() {
         let busy = io::Error::from(LockError::Busy {
             key: "order:1".to_owned(),
+            holder: None,
         });
         assert_eq!(busy.kind(), io::ErrorKind::WouldBlock);
         assert!(busy.to_string().contains("order:1"), "{busy}");
         let timed_out = io::Error::from(LockError::WaitTimeout {
             key: "order:1".to_owned(),
             waited: Duration::from_secs(1),
+            holder: None,
         });
         assert_eq!(timed_out.kind(), io::ErrorKind::TimedOut);
         let config = io::Error::from(LockError::Config(ConfigError::NotInstalled));

@@ -254,6 +254,7 @@ impl Latch {
                     None => LockError::WaitTimeout {
                         key: self.key.clone(),
                         waited: timeout,
+                        holder: None,
                     },
                 });
             }

@@ -137,11 +137,13 @@ impl MultiLock {
     /// [`LockError::Config`] for no keys; otherwise as
     /// [`LockRequest::acquire`](crate::LockRequest::acquire).
     pub async fn acquire(self) -> Result<MultiLockGuard, LockError> {
-        let wait = self.wait;
+        let (wait, core) = (self.wait, Arc::clone(&self.core));
         match self.take().await? {
             Ok(guard) => Ok(guard),
-            Err(key) if wait.is_zero() => Err(LockError::Busy { key }),
-            Err(key) => Err(LockError::WaitTimeout { key, waited: wait }),
+            Err(key) => {
+                let holder = crate::inspect::holder(&core, &key, crate::acquire::Shape::Lock).await;
+                Err(crate::request::busy_error(key, wait, holder))
+            }
         }
     }
 
@@ -295,7 +297,7 @@ impl MultiLock {
     ) -> Result<Result<(), String>, LockError> {
         let core = &self.core;
         let settings = core.settings();
-        let token = uuid::Uuid::new_v4().to_string();
+        let token = core.new_token();
         let mut pending: Vec<PendingAcquire> = group
             .iter()
             .map(|k| PendingAcquire::new(Arc::clone(core), k.clone(), token.clone(), false))

@@ -475,6 +475,7 @@ mod tests {
         static SITE: Site = Site::new("job:x", "tests::job");
         let busy = || LockError::Busy {
             key: "job:x".to_owned(),
+            holder: None,
         };
         <() as Skip>::failed(busy(), &SITE);
         assert_eq!(<Option<u32> as Skip>::skipped(), None);

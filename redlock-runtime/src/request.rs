@@ -239,13 +239,9 @@ impl LockRequest {
     /// [`run`](Self::run): `Busy`/`WaitTimeout` when another owner kept the
     /// lock.
     async fn run_scoped<F: Future>(self, body: Pin<Box<F>>) -> Result<F::Output, LockError> {
-        let busy = |key: String, wait: Duration| {
-            tracing::debug!(target: "redlock", key = %key, "lock busy, body skipped");
-            if wait.is_zero() {
-                LockError::Busy { key }
-            } else {
-                LockError::WaitTimeout { key, waited: wait }
-            }
+        let busy = |key: String, wait: Duration, holder: Option<String>| {
+            tracing::debug!(target: "redlock", key = %key, holder = holder.as_deref().unwrap_or("unknown"), "lock busy, body skipped");
+            busy_error(key, wait, holder)
         };
         let Self {
             core,
@@ -254,7 +250,7 @@ impl LockRequest {
         } = self;
         if let Some(outer) = acquire::reentry(&core, &params)? {
             let Some(turn) = acquire::reenter(&outer, &params.key, params.wait).await? else {
-                return Err(busy(params.key, params.wait));
+                return Err(busy(params.key, params.wait, None));
             };
             let scope = RunScope::enter(Arc::clone(&outer.held), outer.depth + 1);
             let value = RunScope::run(scope, body).await;
@@ -263,7 +259,10 @@ impl LockRequest {
         }
         let guard = match acquire::acquire(&core, &params).await? {
             Outcome::Acquired(guard) => guard,
-            Outcome::Busy => return Err(busy(params.key, params.wait)),
+            Outcome::Busy => {
+                let holder = crate::inspect::holder(&core, &params.key, params.shape).await;
+                return Err(busy(params.key, params.wait, holder));
+            }
         };
         let key = params.key;
         // Permits are not a lock of this task's: `current_lock()` and
@@ -323,11 +322,10 @@ impl LockRequest {
         let Params { key, wait, .. } = &self.params;
         match acquire::acquire(&self.core, &self.params).await? {
             Outcome::Acquired(guard) => Ok(guard),
-            Outcome::Busy if wait.is_zero() => Err(LockError::Busy { key: key.clone() }),
-            Outcome::Busy => Err(LockError::WaitTimeout {
-                key: key.clone(),
-                waited: *wait,
-            }),
+            Outcome::Busy => {
+                let holder = crate::inspect::holder(&self.core, key, self.params.shape).await;
+                Err(busy_error(key.clone(), *wait, holder))
+            }
         }
     }
 
@@ -342,5 +340,19 @@ impl LockRequest {
             Outcome::Acquired(guard) => Some(guard),
             Outcome::Busy => None,
         })
+    }
+}
+
+/// The error of a request that found the lock held by `holder` (described
+/// by its public part) for the whole `wait`.
+pub(crate) fn busy_error(key: String, wait: Duration, holder: Option<String>) -> LockError {
+    if wait.is_zero() {
+        LockError::Busy { key, holder }
+    } else {
+        LockError::WaitTimeout {
+            key,
+            waited: wait,
+            holder,
+        }
     }
 }

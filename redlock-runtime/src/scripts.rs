@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 
 use redis::Script;
 
+mod inspect;
 mod sync;
+pub(crate) use inspect::INSPECT;
 pub(crate) use sync::*;
 
 /// How a script publishes its wake-up.
@@ -382,7 +384,7 @@ pub(crate) fn renew_scripts() -> [&'static Script; 3] {
 
 /// Every script, for the checks below.
 #[cfg(test)]
-pub(crate) const ALL: [(&str, &Lua); 24] = [
+pub(crate) const ALL: [(&str, &Lua); 25] = [
     ("ACQUIRE", &ACQUIRE),
     ("EXTEND", &EXTEND),
     ("RELEASE", &RELEASE),
@@ -407,6 +409,7 @@ pub(crate) const ALL: [(&str, &Lua); 24] = [
     ("LATCH_COUNT_DOWN", &LATCH_COUNT_DOWN),
     ("LATCH_READ", &LATCH_READ),
     ("GROUP_ACQUIRE", &GROUP_ACQUIRE),
+    ("INSPECT", &INSPECT),
 ];
 
 #[cfg(test)]
@@ -462,7 +465,7 @@ mod tests {
 
     /// Commands whose first argument is a key (or, for the publishes, a
     /// channel that Redis Cluster routes by slot like a key).
-    const KEYED: [&str; 22] = [
+    const KEYED: [&str; 23] = [
         "GET",
         "SET",
         "DEL",
@@ -485,6 +488,7 @@ mod tests {
         "ZCARD",
         "SADD",
         "SISMEMBER",
+        "ZCOUNT",
     ];
 
     /// What in `text` a cluster or proxy would reject: a command name that

@@ -43,7 +43,7 @@ fn acquire_busy_release(#[case] backend: Backend) {
 
         let err = client.lock("a").acquire().await.expect_err("held");
         assert!(
-            matches!(err, LockError::Busy { ref key } if key == "a"),
+            matches!(err, LockError::Busy { ref key, .. } if key == "a"),
             "{err}"
         );
         assert!(err.is_busy() && !err.is_transient());
@@ -566,10 +566,13 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
         .expect("acquire");
     let stored: String = redis.get("lock:{order:42}").await.expect("GET");
     assert_eq!(stored, redlock_runtime::__private::owner_token(&guard));
-    assert!(
-        uuid::Uuid::parse_str(redlock_runtime::__private::owner_token(&guard))
-            .is_ok_and(|u| u.get_version_num() == 4)
-    );
+    // `uuid.since.name`: a random secret, the acquire time and the name.
+    let token = redlock_runtime::__private::owner_token(&guard);
+    let (secret, rest) = token.split_once('.').expect("uuid first");
+    assert!(uuid::Uuid::parse_str(secret).is_ok_and(|u| u.get_version_num() == 4));
+    let (since, name) = rest.split_once('.').expect("then the time");
+    assert!(since.parse::<u64>().is_ok(), "{since}");
+    assert_eq!(name, locks.client_name());
     let pttl: i64 = redis.pttl("lock:{order:42}").await.expect("PTTL");
     assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
     let fence: u64 = redis.get("lock:{order:42}:fence").await.expect("GET fence");

@@ -49,6 +49,11 @@ impl LockHolder {
         holder
     }
 
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The fencing token the child holds.
     pub fn fence(&self) -> u64 {
         self.fence

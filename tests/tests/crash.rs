@@ -4,7 +4,8 @@
 //! - a holder that dies without releasing: its lock passes to another owner
 //!   once its lease runs out, and not before;
 //! - a paused holder (Redlock) is fenced out by the next holder's token;
-//! - a fair waiter that dies leaves the line within its presence.
+//! - a fair waiter that dies leaves the line within its presence;
+//! - `inspect` names a crashed holder and shows its lease running out.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -206,4 +207,41 @@ async fn a_dead_waiter_leaves_the_line_within_its_presence() {
     guard.release().await.expect("release");
     let len: usize = redis.llen("lock:{dead}:queue").await.expect("LLEN");
     assert_eq!(len, 0, "no one left in line");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_a_crashed_holders_lease_running_out() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let ttl = Duration::from_millis(2_000);
+    let (mut holder, fence) = spawn_holder(&url, "nightly", ttl, true);
+    let locks = LockClient::connect(&url).await.expect("connect");
+    let child = format!(":{}", holder.id());
+    let info = locks.inspect("nightly").await.expect("inspect");
+    let named = info.holder.expect("held by the child");
+    let name = named.client_name.expect("a name");
+    assert!(
+        name.ends_with(&child),
+        "{name} is not the child's default name"
+    );
+    assert_eq!(info.fencing_token, Some(fence));
+    holder.kill();
+    let killed = Instant::now();
+    // No one renews it now: each look shows less left, until it is gone.
+    let mut last_left = ttl;
+    loop {
+        let info = locks.inspect("nightly").await.expect("inspect");
+        let Some(h) = info.holder else { break };
+        let left = h.ttl_left.expect("a lease");
+        assert!(left <= last_left, "the dead holder's lease grew: {left:?}");
+        last_left = left;
+        assert!(
+            killed.elapsed() <= ttl + Duration::from_millis(500),
+            "the dead holder's lease outlived its ttl"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let info = locks.inspect("nightly").await.expect("inspect");
+    assert!(!info.is_held());
+    assert_eq!(info.fencing_token, Some(fence), "the counter stays");
 }

@@ -49,7 +49,7 @@ use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
 use super::{
     Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Keys, LatchCall, LatchReply, OpError, Renewal,
+    GroupAcquire, GroupReply, Inspect, Inspection, Keys, LatchCall, LatchReply, OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -362,6 +362,16 @@ impl ClusterBackend {
         available(available: Available<'_>) -> u32;
         latch(call: LatchCall<'_>) -> LatchReply;
         acquire_group(group: GroupAcquire<'_>) -> GroupReply;
+        inspect(inspect: Inspect<'_>) -> Inspection;
+    }
+
+    /// The clock of the server that serves an arbitrary key.
+    pub(crate) async fn time(self: &Arc<Self>, limit: Duration) -> Result<u64, OpError> {
+        let keys = Keys::new("", "clock".to_owned());
+        self.route(&keys, limit, |server, left| async move {
+            server.backend.time(left).await
+        })
+        .await
     }
 
     /// Reads the slot map: every listed node that answers must be in

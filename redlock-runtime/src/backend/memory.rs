@@ -13,6 +13,7 @@ use super::{
 };
 use crate::wakeups::LocalWake;
 
+mod inspect;
 mod sync;
 
 #[derive(Debug)]

@@ -196,6 +196,37 @@ pub(crate) enum Kind {
     Latch,
 }
 
+/// Reads everything kept under one name (see [`Inspection`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Inspect<'a> {
+    /// The plain lock's keys; the read/write lock's and the semaphore's
+    /// share their hash tag.
+    pub(crate) keys: &'a Keys,
+    pub(crate) rw: &'a Keys,
+    pub(crate) semaphore: &'a Keys,
+}
+
+/// One owner's lease as stored: its token (secret: only its public part
+/// leaves the crate) and the time left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lease {
+    pub(crate) token: String,
+    pub(crate) left: Option<Duration>,
+}
+
+/// What a store keeps under one name, leases that ran out left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Inspection {
+    pub(crate) lock: Option<Lease>,
+    pub(crate) fence: Option<u64>,
+    pub(crate) fair_waiters: u64,
+    pub(crate) writer: Option<Lease>,
+    pub(crate) write_fence: Option<u64>,
+    pub(crate) readers: Vec<Lease>,
+    pub(crate) waiting_writers: u64,
+    pub(crate) permits: Vec<(Lease, u32)>,
+}
+
 /// A write lock becomes a read lock in one step, keeping its token.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Downgrade<'a> {
@@ -593,6 +624,28 @@ impl Backend {
         limit: Duration,
     ) -> Result<GroupReply, OpError> {
         synchronizer!(self.acquire_group(group, limit))
+    }
+
+    /// Reads everything kept under one name (Redlock: what a majority of
+    /// the nodes agree on).
+    pub(crate) async fn inspect(
+        &self,
+        inspect: &Inspect<'_>,
+        limit: Duration,
+    ) -> Result<Inspection, OpError> {
+        dispatch!(self.inspect(inspect, limit))
+    }
+
+    /// The store's clock, ms since 1970 (Redis's `TIME`; Redlock: the
+    /// first node that answers).
+    pub(crate) async fn time(&self, limit: Duration) -> Result<u64, OpError> {
+        match self {
+            Self::Redis(b) => b.time(limit).await,
+            Self::Quorum(b) => b.time(limit).await,
+            Self::Cluster(b) => b.time(limit).await,
+            Self::Sentinel(b) => b.time(limit).await,
+            Self::Memory(_) => Ok(u64::try_from(crate::owner::local_ms()).unwrap_or(0)),
+        }
     }
 
     /// Whether several keys of one hash tag can be taken in one step here.

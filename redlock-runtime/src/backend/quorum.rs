@@ -34,6 +34,8 @@ use super::votes::{Answer, Tally, detail};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
 use crate::error::{ConnectFailure, QuorumDetail};
 
+mod inspect;
+
 /// One Redis master of the quorum.
 pub(crate) struct Node {
     pub(crate) backend: RedisBackend,

@@ -13,6 +13,7 @@ use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Re
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
+mod inspect;
 mod sync;
 
 pub(crate) struct RedisBackend {

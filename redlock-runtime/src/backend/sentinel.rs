@@ -34,7 +34,7 @@ use super::redis::RedisBackend;
 use super::slots::Addr;
 use super::{
     Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Keys, LatchCall, LatchReply, OpError, Renewal,
+    GroupAcquire, GroupReply, Inspect, Inspection, Keys, LatchCall, LatchReply, OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -284,6 +284,16 @@ impl SentinelBackend {
         available(available: Available<'_>) -> u32;
         latch(call: LatchCall<'_>) -> LatchReply;
         acquire_group(group: GroupAcquire<'_>) -> GroupReply;
+        inspect(inspect: Inspect<'_>) -> Inspection;
+    }
+
+    /// The clock of the server that serves an arbitrary key.
+    pub(crate) async fn time(self: &Arc<Self>, limit: Duration) -> Result<u64, OpError> {
+        let keys = Keys::new("", "clock".to_owned());
+        self.route(&keys, limit, |server, left| async move {
+            server.backend.time(left).await
+        })
+        .await
     }
 
     pub(crate) async fn extend_many(

@@ -65,6 +65,12 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// The client name cannot be written with the locks.
+    #[error("invalid client name: {reason}; use 1 to 128 bytes without control characters")]
+    InvalidClientName {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The pool size is zero.
     #[error("invalid pool size 0: a pool needs at least one connection")]
     ZeroPoolSize,

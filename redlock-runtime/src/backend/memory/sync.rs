@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::{
-    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, Kind, LatchCall,
-    LatchOp, LatchReply, Renewal,
+    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Inspection, Keys, Kind,
+    LatchCall, LatchOp, LatchReply, Lease, Renewal,
 };
 use super::{MemoryBackend, State};
 
@@ -52,6 +52,38 @@ impl SyncState {
             !holders.is_empty()
         });
         self.latches.retain(|_, latch| latch.expires > now);
+    }
+
+    /// Fills in the readers, waiting writers and permit holders of the
+    /// read/write lock at `rw` and the semaphore at `semaphore`.
+    pub(super) fn inspect_into(
+        &self,
+        rw: &str,
+        semaphore: &str,
+        now: Instant,
+        out: &mut Inspection,
+    ) {
+        let lease = |token: &String, end: &Instant| Lease {
+            token: token.clone(),
+            left: Some(*end - now),
+        };
+        if let Some(readers) = self.readers.get(rw) {
+            out.readers = readers
+                .iter()
+                .filter(|(_, end)| **end > now)
+                .map(|(t, end)| lease(t, end))
+                .collect();
+        }
+        if let Some(writers) = self.writers.get(rw) {
+            out.waiting_writers = writers.values().filter(|end| **end > now).count() as u64;
+        }
+        if let Some(holders) = self.permits.get(semaphore) {
+            out.permits = holders
+                .iter()
+                .filter(|(_, (_, end))| *end > now)
+                .map(|(t, (n, end))| (lease(t, end), *n))
+                .collect();
+        }
     }
 
     /// How many keys it holds (for the tests that check it stays bounded).

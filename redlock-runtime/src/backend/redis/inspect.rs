@@ -1,0 +1,121 @@
+//! Reading what one Redis keeps under a name, and its clock.
+
+use std::time::Duration;
+
+use super::super::call::ScriptCall;
+use super::super::{Inspect, Inspection, Lease, OpError};
+use super::{On, RedisBackend};
+use crate::scripts;
+
+/// The reply of [`scripts::INSPECT`].
+type Reply = (
+    String,
+    String,
+    i64,
+    String,
+    u64,
+    String,
+    i64,
+    String,
+    Vec<String>,
+    u64,
+    Vec<String>,
+);
+
+impl RedisBackend {
+    /// Everything kept under one name (see [`scripts::INSPECT`]).
+    pub(crate) async fn inspect(
+        &self,
+        inspect: &Inspect<'_>,
+        limit: Duration,
+    ) -> Result<Inspection, OpError> {
+        let Inspect {
+            keys,
+            rw,
+            semaphore,
+        } = *inspect;
+        let waiters = keys.waiters();
+        let reply: Reply = self
+            .run(On::Plain, None, limit, |mut link| {
+                let waiters = &waiters;
+                async move {
+                    ScriptCall::new(scripts::INSPECT.on(self.publish))
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .key(waiters)
+                        .key(&rw.lock)
+                        .key(&rw.fence)
+                        .key(&rw.readers)
+                        .key(&rw.writers)
+                        .key(&semaphore.lock)
+                        .key(&semaphore.fence)
+                        .invocation()
+                        .invoke_async(&mut link.conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(inspection(reply))
+    }
+
+    /// The server's clock (`TIME`), ms since 1970.
+    pub(crate) async fn time(&self, limit: Duration) -> Result<u64, OpError> {
+        let (s, us): (u64, u64) = self
+            .run(On::Plain, None, limit, |mut link| async move {
+                redis::cmd("TIME").query_async(&mut link.conn).await
+            })
+            .await?;
+        Ok(s * 1000 + us / 1000)
+    }
+}
+
+/// A lease of `token` with `pttl` ms left (`PTTL`'s -1/-2: unknown).
+fn lease(token: String, pttl: i64) -> Option<Lease> {
+    (!token.is_empty()).then(|| Lease {
+        token,
+        left: u64::try_from(pttl).ok().map(Duration::from_millis),
+    })
+}
+
+/// The time left until `deadline` (ms, Redis's clock) from `now`.
+fn left(deadline: &str, now: u64) -> Option<Duration> {
+    let deadline = deadline.parse::<f64>().ok()?;
+    let left = deadline - now as f64;
+    (left > 0.0).then(|| Duration::from_millis(left as u64))
+}
+
+fn inspection(reply: Reply) -> Inspection {
+    let (now, lock, pttl, fence, fair, writer, wpttl, wfence, readers, writers, permits) = reply;
+    let now = now.parse::<u64>().unwrap_or(0);
+    Inspection {
+        lock: lease(lock, pttl),
+        fence: fence.parse().ok(),
+        fair_waiters: fair,
+        writer: lease(writer, wpttl),
+        write_fence: wfence.parse().ok(),
+        readers: readers
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [token, deadline] => Some(Lease {
+                    token: token.clone(),
+                    left: left(deadline, now),
+                }),
+                _ => None,
+            })
+            .collect(),
+        waiting_writers: writers,
+        permits: permits
+            .chunks(3)
+            .filter_map(|t| match t {
+                [token, deadline, n] => Some((
+                    Lease {
+                        token: token.clone(),
+                        left: left(deadline, now),
+                    },
+                    n.parse().unwrap_or(0),
+                )),
+                _ => None,
+            })
+            .collect(),
+    }
+}

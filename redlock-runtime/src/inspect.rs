@@ -1,0 +1,161 @@
+//! [`LockInfo`]: who holds a lock, since when, for how long, and who
+//! waits; what [`LockClient::inspect`](crate::LockClient::inspect) reads.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::acquire::Shape;
+use crate::backend::{Inspect, Inspection, Keys, Lease};
+use crate::core::Core;
+use crate::error::{LockError, Operation};
+use crate::util::validate_key;
+
+/// One holder of a lock, a read lock or permits, as stored with its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The holder's [`client_name`](crate::LockClientBuilder::client_name)
+    /// (by default its host name and process id); `None` for a lock taken
+    /// by a client that writes no name.
+    pub client_name: Option<String>,
+    /// When it took the lock, on Redis's clock (as the holder's client
+    /// estimated it from a `TIME` when it was built: within a round trip
+    /// and the clocks' drift since). In fair mode, and after an acquire
+    /// whose answer was lost, when it started to ask.
+    pub since: Option<SystemTime>,
+    /// What is left of its lease, on Redis's clock.
+    pub ttl_left: Option<Duration>,
+}
+
+impl Holder {
+    fn of(lease: &Lease) -> Holder {
+        let public = crate::owner::parse(&lease.token);
+        Holder {
+            client_name: public.map(|(name, _)| name.to_owned()),
+            since: public.map(|(_, since)| since),
+            ttl_left: lease.left,
+        }
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.client_name.as_deref().unwrap_or("an unnamed client"))?;
+        if let Some(since) = self.since
+            && let Ok(held) = SystemTime::now().duration_since(since)
+        {
+            write!(f, ", for {:.1?}", held)?;
+        }
+        if let Some(left) = self.ttl_left {
+            write!(f, ", lease ends in {left:.1?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What is kept under one name: the lock, and the read/write lock and
+/// semaphore of the same name. Never an owner token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The name inspected.
+    pub key: String,
+    /// The lock's holder ([`LockClient::lock`](crate::LockClient::lock)),
+    /// when it is held.
+    pub holder: Option<Holder>,
+    /// The last fencing token issued for the lock (while its counter is
+    /// kept: the fencing retention after the last acquire). On Redlock,
+    /// the largest counter of any node: at least the holder's token (a
+    /// node outside the majority that answered first may have issued a
+    /// larger one).
+    pub fencing_token: Option<u64>,
+    /// Fair mode: how many waiters are in line.
+    pub waiters: usize,
+    /// The read/write lock's writer ([`LockClient::rw_lock`](crate::LockClient::rw_lock)).
+    pub writer: Option<Holder>,
+    /// The read/write lock's readers.
+    pub readers: Vec<Holder>,
+    /// How many writers wait (keeping new readers out).
+    pub waiting_writers: usize,
+    /// The last write token of the read/write lock.
+    pub write_fencing_token: Option<u64>,
+    /// The semaphore's holders, each with its permits
+    /// ([`LockClient::semaphore`](crate::LockClient::semaphore)).
+    pub permits: Vec<(Holder, u32)>,
+}
+
+impl LockInfo {
+    /// Whether the lock is held.
+    pub fn is_held(&self) -> bool {
+        self.holder.is_some()
+    }
+
+    fn of(key: String, found: &Inspection) -> LockInfo {
+        LockInfo {
+            key,
+            holder: found.lock.as_ref().map(Holder::of),
+            fencing_token: found.fence,
+            waiters: usize::try_from(found.fair_waiters).unwrap_or(usize::MAX),
+            writer: found.writer.as_ref().map(Holder::of),
+            readers: found.readers.iter().map(Holder::of).collect(),
+            waiting_writers: usize::try_from(found.waiting_writers).unwrap_or(usize::MAX),
+            write_fencing_token: found.write_fence,
+            permits: found
+                .permits
+                .iter()
+                .map(|(lease, n)| (Holder::of(lease), *n))
+                .collect(),
+        }
+    }
+}
+
+/// Reads everything kept under `key` (see [`LockClient::inspect`](crate::LockClient::inspect)).
+pub(crate) async fn inspect(core: &Arc<Core>, key: &str) -> Result<LockInfo, LockError> {
+    validate_key(key)?;
+    let found = read(core, key, core.settings().command_timeout)
+        .await
+        .map_err(|e| e.into_lock_error(key, Operation::Inspect))?;
+    Ok(LockInfo::of(key.to_owned(), &found))
+}
+
+async fn read(
+    core: &Arc<Core>,
+    key: &str,
+    limit: Duration,
+) -> Result<Inspection, crate::backend::OpError> {
+    let prefix = &core.settings().key_prefix;
+    let keys = Keys::new(prefix, key.to_owned());
+    let rw = Shape::Write.keys(prefix, key.to_owned());
+    let semaphore = Shape::Permits {
+        limit: 1,
+        permits: 1,
+    }
+    .keys(prefix, key.to_owned());
+    let inspect = Inspect {
+        keys: &keys,
+        rw: &rw,
+        semaphore: &semaphore,
+    };
+    core.backend().inspect(&inspect, limit).await
+}
+
+/// Who holds `key` for a request of `shape` that found it busy, for the
+/// error's message: the lock's holder, or the read/write lock's writer
+/// (else, for a writer, its first reader). Best effort: `None` when the
+/// read fails or finds no one (a semaphore's permits name no one holder).
+pub(crate) async fn holder(core: &Arc<Core>, key: &str, shape: Shape) -> Option<String> {
+    if matches!(shape, Shape::Permits { .. }) || validate_key(key).is_err() {
+        return None;
+    }
+    let found = read(core, key, core.settings().command_timeout)
+        .await
+        .ok()?;
+    let lease = match shape {
+        Shape::Lock => found.lock.as_ref(),
+        Shape::Read => found.writer.as_ref(),
+        Shape::Write => found.writer.as_ref().or(found.readers.first()),
+        Shape::Permits { .. } => None,
+    }?;
+    Some(Holder::of(lease).to_string())
+}

@@ -1,0 +1,92 @@
+//! Who holds a lock: the owner token every acquire writes, which names its
+//! client and when it was taken, so that [`LockClient::inspect`](crate::LockClient::inspect)
+//! and the busy errors can say who holds a lock at no extra round trip.
+//!
+//! A token is `uuid.since.name`: a random UUID (the secret part: whoever
+//! has the whole token can release the lock), the acquire's time on
+//! Redis's clock in ms (as the acquiring client estimates it), and the
+//! client's name. Only the name and the time are ever shown.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The longest client name.
+pub(crate) const MAX_NAME_LEN: usize = 128;
+
+/// A new owner token for `name`, taken at `since_ms` (Redis's clock).
+pub(crate) fn token(name: &str, since_ms: u64) -> String {
+    format!("{}.{since_ms}.{name}", uuid::Uuid::new_v4())
+}
+
+/// The public part of a token: the client name and the acquire time;
+/// `None` for a token in another form (an older client's bare UUID).
+pub(crate) fn parse(token: &str) -> Option<(&str, SystemTime)> {
+    let (_uuid, rest) = token.split_once('.')?;
+    let (since, name) = rest.split_once('.')?;
+    let since = since.parse::<u64>().ok()?;
+    Some((name, UNIX_EPOCH + Duration::from_millis(since)))
+}
+
+/// The default client name: the host name and the process id.
+pub(crate) fn default_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let host: String = host
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME_LEN - 12)
+        .collect();
+    format!("{host}:{}", std::process::id())
+}
+
+/// Why `name` cannot be a client name, if it cannot.
+pub(crate) fn invalid_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("it is longer than 128 bytes")
+    } else if name.chars().any(char::is_control) {
+        Some("it holds a control character")
+    } else {
+        None
+    }
+}
+
+/// Milliseconds since 1970 on this machine's clock.
+pub(crate) fn local_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_shows_its_name_and_time_but_keeps_its_secret() {
+        let t = token("billing-7.eu:42", 1_700_000_000_123);
+        let (name, since) = parse(&t).expect("our form");
+        assert_eq!(name, "billing-7.eu:42");
+        assert_eq!(since, UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
+        let secret = t.split('.').next().expect("uuid");
+        assert_eq!(secret.len(), 36);
+        assert!(!name.contains(secret));
+        assert_eq!(parse("0b7e4c1a-0000-4000-8000-000000000000"), None);
+        assert_ne!(t, token("billing-7.eu:42", 1_700_000_000_123), "random");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(invalid_name("").is_some());
+        assert!(invalid_name(&"x".repeat(129)).is_some());
+        assert!(invalid_name("a\nb").is_some());
+        assert!(invalid_name("web-3:1234").is_none());
+        let default = default_name();
+        assert!(invalid_name(&default).is_none(), "{default}");
+        assert!(default.ends_with(&format!(":{}", std::process::id())));
+    }
+}

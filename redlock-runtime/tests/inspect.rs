@@ -1,0 +1,198 @@
+//! Who holds a lock: `LockClient::inspect` on every backend (in memory,
+//! one Redis, Redlock by majority, Redis Cluster, Sentinel), the client
+//! name written with each lock, and busy errors that name the holder but
+//! never its token. A crashed holder's lease running out is in the harness
+//! crate's `crash.rs`.
+
+use std::time::{Duration, SystemTime};
+
+use redlock_runtime::{__private::owner_token, LockClient, LockError};
+use redlock_tests::{Backend, RedisServer};
+use rstest::rstest;
+
+/// Within `slack` of now, either way.
+fn near_now(t: SystemTime, slack: Duration) -> bool {
+    let now = SystemTime::now();
+    match now.duration_since(t) {
+        Ok(ago) => ago <= slack,
+        Err(ahead) => ahead.duration() <= slack,
+    }
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn inspect_shows_the_holder_its_lease_and_the_last_token(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let locks = b.client().await;
+        let other = b.client().await;
+        let free = locks.inspect("invoice:7").await.expect("inspect");
+        assert!(!free.is_held() && free.fencing_token.is_none(), "{free:?}");
+        let ttl = Duration::from_secs(20);
+        let guard = locks.lock("invoice:7").ttl(ttl).acquire().await.expect("acquire");
+        let info = other.inspect("invoice:7").await.expect("inspect");
+        let holder = info.holder.clone().expect("held");
+        assert_eq!(holder.client_name.as_deref(), Some(locks.client_name()));
+        let since = holder.since.expect("since");
+        assert!(near_now(since, Duration::from_secs(2)), "{since:?}");
+        let left = holder.ttl_left.expect("ttl left");
+        assert!(left <= ttl && left > ttl - Duration::from_secs(5), "{left:?}");
+        // Redlock: the largest counter of any node, which a node that was
+        // not among the first majority may have raised past the holder's.
+        if b.backend() == Backend::Redlock {
+            assert!(info.fencing_token >= Some(guard.fencing_token()), "{info:?}");
+        } else {
+            assert_eq!(info.fencing_token, Some(guard.fencing_token()));
+        }
+        assert_eq!(info.waiters, 0);
+        let printed = format!("{info:?} {holder}");
+        assert!(!printed.contains(owner_token(&guard)), "{printed}");
+
+        // A busy error names the holder, never its token.
+        let err = other.lock("invoice:7").acquire().await.expect_err("busy");
+        let LockError::Busy { holder: Some(named), .. } = &err else {
+            panic!("a busy error naming the holder: {err:?}");
+        };
+        assert!(named.contains(locks.client_name()), "{named}");
+        let message = err.to_string();
+        assert!(message.contains(locks.client_name()), "{message}");
+        let secret = owner_token(&guard).split('.').next().expect("uuid");
+        assert!(!message.contains(secret), "{message}");
+        let err = other
+            .lock("invoice:7")
+            .wait(Duration::from_millis(200))
+            .acquire()
+            .await
+            .expect_err("still busy");
+        assert!(
+            matches!(&err, LockError::WaitTimeout { holder: Some(h), .. } if h.contains(locks.client_name())),
+            "{err}"
+        );
+
+        guard.release().await.expect("release");
+        let after = other.inspect("invoice:7").await.expect("inspect");
+        assert!(!after.is_held(), "{after:?}");
+        assert!(after.fencing_token.is_some(), "the counter is kept");
+    });
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn inspect_shows_fair_waiters_readers_writers_and_permits(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let locks = b.client().await;
+        let name = locks.client_name().to_owned();
+        let held = locks.lock("k").fair().acquire().await.expect("held");
+        let waiter = {
+            let locks = b.client().await;
+            tokio::spawn(async move {
+                locks
+                    .lock("k")
+                    .fair()
+                    .wait(Duration::from_secs(10))
+                    .acquire()
+                    .await
+            })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while locks.inspect("k").await.expect("inspect").waiters != 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fair waiter is not in line"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        held.release().await.expect("release");
+        waiter
+            .await
+            .expect("waiter")
+            .expect("the waiter gets it")
+            .release()
+            .await
+            .expect("release");
+
+        let rw = locks.rw_lock("k");
+        let r1 = rw.read().acquire().await.expect("read");
+        let r2 = rw.read().acquire().await.expect("read");
+        let waiting = {
+            let rw = b.client().await.rw_lock("k");
+            tokio::spawn(async move { rw.write().wait(Duration::from_secs(10)).acquire().await })
+        };
+        let jobs = locks.semaphore("k", 5);
+        let p3 = jobs.clone().permits(3).acquire().await.expect("3 permits");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let info = loop {
+            let info = locks.inspect("k").await.expect("inspect");
+            if info.waiting_writers == 1 {
+                break info;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the writer is not waiting: {info:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(info.readers.len(), 2, "{info:?}");
+        assert!(
+            info.readers
+                .iter()
+                .all(|r| r.client_name.as_deref() == Some(name.as_str()))
+        );
+        assert!(info.writer.is_none());
+        assert_eq!(info.permits.len(), 1);
+        assert_eq!(info.permits[0].1, 3);
+        assert!(!info.is_held(), "the plain lock is another lock");
+        drop((r1, r2));
+        let write = waiting.await.expect("writer").expect("the writer gets in");
+        let info = locks.inspect("k").await.expect("inspect");
+        assert!(info.writer.is_some() && info.readers.is_empty(), "{info:?}");
+        assert_eq!(info.write_fencing_token, Some(write.fencing_token()));
+        drop((write, p3));
+    });
+}
+
+/// The client name is the builder's, checked, and stored at no extra
+/// round trip; the default names the host and the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_name_is_stored_with_each_lock() {
+    let server = RedisServer::start().await;
+    let named = LockClient::builder()
+        .url(server.url())
+        .client_name("billing-7.eu")
+        .build()
+        .await
+        .expect("connect");
+    assert_eq!(named.client_name(), "billing-7.eu");
+    let guard = named.lock("job").acquire().await.expect("acquire");
+    let info = LockClient::connect(server.url())
+        .await
+        .expect("connect")
+        .inspect("job")
+        .await
+        .expect("inspect");
+    let holder = info.holder.expect("held");
+    assert_eq!(holder.client_name.as_deref(), Some("billing-7.eu"));
+    drop(guard);
+    let default = LockClient::connect(server.url()).await.expect("connect");
+    assert!(
+        default
+            .client_name()
+            .ends_with(&format!(":{}", std::process::id()))
+    );
+    for bad in ["", "a\nb", &"x".repeat(129)] {
+        let err = LockClient::builder()
+            .url(server.url())
+            .client_name(bad)
+            .build_unchecked()
+            .expect_err("refused");
+        assert!(err.to_string().contains("client name"), "{err}");
+    }
+    let err = named.inspect("").await.expect_err("bad key");
+    assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
+}
