@@ -218,7 +218,11 @@ impl Orders {
         qty: u64,
     ) -> Result<Placed, OrderError> {
         let began = Instant::now();
-        let fencing_token = current_lock().map_or(0, |lock| lock.fencing_token());
+        // Issued on first ask: one round trip, once per order.
+        let fencing_token = match current_lock() {
+            Some(lock) => lock.fencing_token().await?,
+            None => 0,
+        };
         if let Some(order) = self.store.get(user_id, order_id) {
             return Ok(Placed {
                 order,

@@ -244,13 +244,19 @@ async fn manual_guard_walks_through_the_plain_api_on_redis() {
     ] {
         run.assert_line(wanted);
     }
-    let owner = run
+    // The holder by name (the default: host and process id), never the
+    // owner token.
+    let holder = run
         .stdout
         .lines()
-        .find_map(|line| line.strip_prefix("   owner token    "))
+        .find_map(|line| line.strip_prefix("   holder         "))
         .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no owner token line\n{}", run.report()));
-    assert_eq!(owner.len(), 36, "a UUID: {owner}\n{}", run.report());
+        .unwrap_or_else(|| panic!("no holder line\n{}", run.report()));
+    assert!(
+        holder.contains(':'),
+        "host:pid, got {holder}\n{}",
+        run.report()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,10 @@ impl IdempotencyContext {
     /// The fencing token of this run of the handler: strictly increasing
     /// for each claim of one key (within the record's retention). `0` on a
     /// replayed response.
+    ///
+    /// Not async, unlike [`LockGuard::fencing_token`](redlock_runtime::LockGuard::fencing_token):
+    /// a record's claim runs a script anyway, and issues the token in it,
+    /// so it is known before the handler runs.
     pub fn fencing_token(&self) -> u64 {
         self.fencing_token
     }

@@ -39,6 +39,9 @@ pub(crate) struct Params {
     pub(crate) label: Option<Arc<str>>,
     /// What is taken: a lock, a side of a read/write lock, permits.
     pub(crate) shape: Shape,
+    /// Issue the fencing token with the acquire (`None`: the client's
+    /// default).
+    pub(crate) fenced: Option<bool>,
 }
 
 /// What a request takes under its key.
@@ -77,6 +80,7 @@ impl Params {
             fair: false,
             label: None,
             shape: Shape::Lock,
+            fenced: None,
         }
     }
 }
@@ -173,7 +177,9 @@ pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, Loc
         // A reentrant acquire touched nothing: not a new acquisition.
         Ok(Outcome::Acquired(guard)) if guard.is_reentrant() => None,
         Ok(Outcome::Acquired(guard)) => {
-            span.record("fencing_token", guard.fencing_token());
+            if let Some(fence) = guard.held().issued_fence() {
+                span.record("fencing_token", fence);
+            }
             Some(AcquireEnd::Acquired)
         }
         Ok(Outcome::Busy) => Some(AcquireEnd::Busy { waited }),
@@ -260,6 +266,8 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             ttl,
             want_time: p.hold_at_least.is_some(),
             line: queued.then_some(presence),
+            fenced: p.fenced.unwrap_or(settings.fenced),
+            fresh: retries == 0,
         };
         pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
@@ -275,6 +283,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                     "lock acquired"
                 );
                 let taken = Taken {
+                    core: Arc::downgrade(core),
                     keys,
                     token,
                     fence,

@@ -35,7 +35,7 @@ use crate::semaphore::Semaphore;
 ///     .wait(Duration::from_secs(5))
 ///     .acquire()
 ///     .await?;
-/// // ... critical section; pass guard.fencing_token() to the store you write to ...
+/// // ... critical section; pass guard.fencing_token().await? to the store you write to ...
 /// guard.release().await?;
 /// # Ok(()) }
 /// ```

@@ -35,6 +35,8 @@ pub(crate) struct Settings {
     pub(crate) fence_retention: Duration,
     /// Written with each lock this client takes (see `owner.rs`).
     pub(crate) client_name: Arc<str>,
+    /// Issue fencing tokens with each acquire (else on first ask).
+    pub(crate) fenced: bool,
 }
 
 impl Default for Settings {
@@ -53,6 +55,7 @@ impl Settings {
             retry: RetryPolicy::default(),
             fence_retention: DEFAULT_FENCE_RETENTION,
             client_name: crate::owner::default_name().into(),
+            fenced: false,
         }
     }
 }

@@ -414,6 +414,9 @@ pub enum Operation {
     Release,
     /// Reading who holds a lock ([`LockClient::inspect`](crate::LockClient::inspect)).
     Inspect,
+    /// Issuing a lock's fencing token on first ask
+    /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
+    Fence,
 }
 
 impl fmt::Display for Operation {
@@ -423,6 +426,7 @@ impl fmt::Display for Operation {
             Self::Extend => "extend",
             Self::Release => "release",
             Self::Inspect => "inspect",
+            Self::Fence => "fencing token",
         })
     }
 }

@@ -96,8 +96,25 @@ impl LockGuard {
     /// and have the store reject writes with a token lower than the highest
     /// it has seen; then a holder that lost its lock without knowing (a long
     /// pause) cannot overwrite the newer holder's work.
-    pub fn fencing_token(&self) -> u64 {
-        self.held.fence()
+    ///
+    /// By default the token is issued the first time it is asked for, by
+    /// one script that checks this guard still holds the lock (one round
+    /// trip, once: later calls return the same token at once), so locks
+    /// that never need one cost a plain `SET NX`. A
+    /// [`fenced`](crate::LockRequest::fenced) request (or a client built
+    /// with [`fenced(true)`](crate::LockClientBuilder::fenced)), fair mode,
+    /// Redlock and a read/write lock's writer issue it with the acquire, and
+    /// this returns at once. Tokens increase in the order of tenure either
+    /// way (see the crate docs, "Fencing tokens").
+    ///
+    /// # Errors
+    /// [`LockError::Lost`] when the lock is no longer this guard's (the
+    /// token would protect nothing); Redis failures as for an extend.
+    pub async fn fencing_token(&self) -> Result<u64, LockError> {
+        if self.released {
+            return Err(self.lost_error(LostReason::Released));
+        }
+        self.held.fencing_token().await
     }
 
     /// The lock's `tracing` span, `redlock.hold{key, fencing_token}`: open
@@ -386,7 +403,7 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("key", &self.key())
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing_token", &self.held.issued_fence())
             .field("held", &self.is_held())
             .finish_non_exhaustive()
     }

@@ -16,8 +16,10 @@
 //!         .acquire()
 //!         .await?;
 //!
-//!     // Renewed every ttl/3 by a watchdog while `guard` lives.
-//!     place_order(guard.fencing_token()).await;
+//!     // Renewed every ttl/3 by a watchdog while `guard` lives. The fencing
+//!     // token is issued on first ask (one round trip; `.fenced()` issues
+//!     // it with the acquire instead).
+//!     place_order(guard.fencing_token().await?).await;
 //!
 //!     guard.release().await?; // or drop it: released from a spawned task
 //!     Ok(())
@@ -310,8 +312,32 @@
 //!
 //! # Fencing tokens
 //!
-//! A token is issued by the acquire script, on the node that grants the
-//! lock, atomically with taking it: `token = max(counter + 1, now)`, where
+//! **When.** On one Redis, Sentinel's primary or a cluster's master, an
+//! acquire is by default a plain `SET key token NX PX ttl`, the command
+//! rslock sends, and the token is issued the first time the holder asks
+//! for it ([`LockGuard::fencing_token`]): one script checks that the key
+//! still holds this owner's token and issues the next token, in one step.
+//! A lock that never needs a token costs nothing for it. A
+//! [`fenced`](LockRequest::fenced) request (or a client built with
+//! [`fenced(true)`](LockClientBuilder::fenced)), fair mode, a minimum hold,
+//! `.replicas(..)`, Redlock, a read/write lock's writer, a hash-tag group of
+//! a multi-lock and an idempotency record issue it in the acquire script
+//! instead, atomically with taking the lock; so does any attempt after one
+//! whose answer was lost (the script finds its own token and keeps it).
+//!
+//! **Why a token issued late is as good.** Tenures of one key do not
+//! overlap: each begins with the key set to its owner's token and ends
+//! when the key is deleted or expires. A token issued on first ask is
+//! issued by a script that, in the same atomic step, finds the key holding
+//! the asker's token: inside the asker's tenure. So tokens are issued in
+//! the order of the tenures they belong to, and the rule below (each one
+//! larger than every one before it on that node) gives every later tenure
+//! a larger token. A holder that lost its lock before asking gets
+//! [`LockError::Lost`], never a token; one that asked before it lost the
+//! lock has a token smaller than any later holder's, and a fenced store
+//! refuses its late writes.
+//!
+//! **How.** Wherever it is issued, `token = max(counter + 1, now)`, where
 //! `now` is the node's `TIME` in microseconds; the counter is then set to
 //! the token and kept for the fencing retention
 //! ([`LockClientBuilder::fencing_retention`], a day) after the acquire.

@@ -9,8 +9,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -18,15 +18,21 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::backend::{Backend, End, Ended, Keys, OpError, Renewal};
-use crate::error::LostReason;
+use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal};
+use crate::core::Core;
+use crate::error::{LockError, LostReason, Operation};
 use crate::telemetry::{self, Labels};
 
 /// What an acquire that succeeded hands to [`HeldLock::new`].
 #[derive(Debug)]
 pub(crate) struct Taken {
+    /// The client's core, to issue the fencing token later (a `Weak`: the
+    /// watchdog that holds held locks is the core's own).
+    pub(crate) core: Weak<Core>,
     pub(crate) keys: Keys,
     pub(crate) token: String,
+    /// The fencing token, when the acquire issued it; 0: not yet (issued
+    /// on first ask, see [`HeldLock::fencing_token`]).
     pub(crate) fence: u64,
     pub(crate) ttl: Duration,
     /// When the acquire that took the lock was sent.
@@ -73,9 +79,13 @@ impl Lease {
 pub(crate) struct HeldLock {
     /// The id of the client core that took it (reentrancy is per client).
     client: u64,
+    core: Weak<Core>,
     keys: Keys,
     token: String,
-    fence: u64,
+    /// The fencing token; 0 until it is issued.
+    fence: AtomicU64,
+    /// One issue of the fencing token at a time.
+    issuing: tokio::sync::Mutex<()>,
     /// Whether the watchdog renews the lease (else it only watches it end).
     renew: bool,
     /// Taken in fair mode: the release wakes the first waiter in line.
@@ -103,7 +113,7 @@ impl fmt::Debug for HeldLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldLock")
             .field("key", &self.keys.user)
-            .field("fence", &self.fence)
+            .field("fence", &self.issued_fence())
             .field("renew", &self.renew)
             .finish_non_exhaustive()
     }
@@ -114,6 +124,7 @@ impl HeldLock {
     /// after a confirmed (re)set the lease may be presumed to last.
     pub(crate) fn new(client: u64, taken: Taken, validity: Duration) -> Self {
         let Taken {
+            core,
             keys,
             token,
             fence,
@@ -127,9 +138,11 @@ impl HeldLock {
         let span = telemetry::hold_span(&keys.user, fence);
         Self {
             client,
+            core,
             keys,
             token,
-            fence,
+            fence: AtomicU64::new(fence),
+            issuing: tokio::sync::Mutex::new(()),
             renew,
             fair,
             hold,
@@ -154,9 +167,10 @@ impl HeldLock {
         let mut keys = self.keys.clone();
         keys.kind = crate::backend::Kind::Read;
         let taken = Taken {
+            core: self.core.clone(),
             keys,
             token: self.token.clone(),
-            fence: self.fence,
+            fence: self.fence(),
             ttl: self.lease().ttl,
             sent,
             renew: self.renew,
@@ -186,8 +200,54 @@ impl HeldLock {
         &self.token
     }
 
+    /// The fencing token if issued, else 0.
     pub(crate) fn fence(&self) -> u64 {
-        self.fence
+        self.fence.load(Ordering::Acquire)
+    }
+
+    /// The fencing token, if it was issued.
+    pub(crate) fn issued_fence(&self) -> Option<u64> {
+        Some(self.fence()).filter(|&f| f > 0)
+    }
+
+    /// The fencing token: issued with the acquire (a fenced request, fair
+    /// mode, Redlock, a read/write lock's writer), or now, the first time
+    /// it is asked for, by a script that checks this owner still holds the
+    /// lock (see the crate docs, "Fencing tokens"). Later asks return the
+    /// same token.
+    pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
+        if let Some(fence) = self.issued_fence() {
+            return Ok(fence);
+        }
+        let _one = self.issuing.lock().await;
+        if let Some(fence) = self.issued_fence() {
+            return Ok(fence);
+        }
+        let lost = |reason| LockError::Lost {
+            key: self.keys.user.clone(),
+            reason,
+        };
+        if let Some(reason) = self.reentry_refused() {
+            return Err(lost(reason));
+        }
+        let core = self.core.upgrade().ok_or(lost(LostReason::Released))?;
+        let issue = IssueFence {
+            keys: &self.keys,
+            token: &self.token,
+        };
+        let limit = core.settings().command_timeout;
+        match core.backend().issue_fence(&issue, limit).await {
+            Ok(Some(fence)) => {
+                self.fence.store(fence, Ordering::Release);
+                self.span.record("fencing_token", fence);
+                Ok(fence)
+            }
+            Ok(None) => {
+                self.mark_lost(LostReason::TokenGone);
+                Err(lost(LostReason::TokenGone))
+            }
+            Err(e) => Err(e.into_lock_error(&self.keys.user, Operation::Fence)),
+        }
     }
 
     pub(crate) fn span(&self) -> &Span {
@@ -343,7 +403,7 @@ impl HeldLock {
             }
         });
         if first {
-            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fence = self.fence, %reason, "lock lost");
+            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fence = self.fence(), %reason, "lock lost");
         }
     }
 
@@ -354,7 +414,7 @@ impl HeldLock {
         let end = End {
             keys: &self.keys,
             token: &self.token,
-            fence: self.fence,
+            fence: self.fence(),
             fair: self.fair,
             hold: self.hold.map(|h| (h.at_ms, h.min)),
         };

@@ -58,7 +58,7 @@ const MIN_ATTEMPT: Duration = Duration::from_millis(50);
 ///     .wait(Duration::from_secs(5))
 ///     .acquire()
 ///     .await?;
-/// assert!(both.fencing_token("account:1").is_some());
+/// assert!(both.fencing_token("account:1").await?.is_some());
 /// assert!(locks.lock("account:2").try_acquire().await?.is_none());
 /// both.release().await?;
 /// # Ok::<(), redlock_runtime::LockError>(())
@@ -337,6 +337,7 @@ impl MultiLock {
                         let labels =
                             Labels::new(self.label.as_ref(), &keys.user, core.backend().mode());
                         let taken = Taken {
+                            core: Arc::downgrade(core),
                             keys,
                             token: token.clone(),
                             fence,
@@ -420,17 +421,29 @@ impl MultiLockGuard {
     }
 
     /// The fencing token of `key`'s lock (see
-    /// [`LockGuard::fencing_token`]); `None` for a key not in this guard.
-    pub fn fencing_token(&self, key: &str) -> Option<u64> {
-        self.guards
-            .iter()
-            .find(|g| g.key() == key)
-            .map(LockGuard::fencing_token)
+    /// [`LockGuard::fencing_token`]: issued on first ask, unless the keys
+    /// shared a hash tag and were taken together, which issues them);
+    /// `None` for a key not in this guard.
+    ///
+    /// # Errors
+    /// As [`LockGuard::fencing_token`].
+    pub async fn fencing_token(&self, key: &str) -> Result<Option<u64>, LockError> {
+        match self.guards.iter().find(|g| g.key() == key) {
+            Some(guard) => guard.fencing_token().await.map(Some),
+            None => Ok(None),
+        }
     }
 
-    /// Each key with its fencing token.
-    pub fn fencing_tokens(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.guards.iter().map(|g| (g.key(), g.fencing_token()))
+    /// Each key with its fencing token, in the order the keys were taken.
+    ///
+    /// # Errors
+    /// As [`LockGuard::fencing_token`], for the first that fails.
+    pub async fn fencing_tokens(&self) -> Result<Vec<(String, u64)>, LockError> {
+        let mut out = Vec::with_capacity(self.guards.len());
+        for guard in &self.guards {
+            out.push((guard.key().to_owned(), guard.fencing_token().await?));
+        }
+        Ok(out)
     }
 
     /// True while every lock is presumed held.

@@ -115,6 +115,7 @@ impl Records {
             ClaimReply::Claimed { fence } => {
                 pending.took();
                 let taken = Taken {
+                    core: Arc::downgrade(core),
                     keys: keys.clone(),
                     token,
                     fence,
@@ -208,7 +209,7 @@ pub struct RecordLease {
 impl RecordLease {
     /// The fencing token issued with the claim.
     pub fn fencing_token(&self) -> u64 {
-        self.guard.fencing_token()
+        self.guard.held().fence()
     }
 
     /// Completes when the lease is known or presumed lost.

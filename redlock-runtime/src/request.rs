@@ -117,6 +117,16 @@ impl LockRequest {
         self
     }
 
+    /// Issue the fencing token with the acquire, in the same round trip,
+    /// instead of on first ask (see
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)): for
+    /// locks whose holders always take a token. Defaults to the client's
+    /// [`fenced`](crate::LockClientBuilder::fenced) setting (off).
+    pub fn fenced(mut self) -> Self {
+        self.params.fenced = Some(true);
+        self
+    }
+
     /// The `lock` label of this lock's metrics (with the `metrics`
     /// feature; see [`crate::metrics`]). Defaults to the key's first
     /// `:`-separated part (`order:42:A-17` → `order`); name locks whose keys

@@ -118,9 +118,9 @@ pub enum OnLost {
 ///     .run(async {
 ///         let held = current_lock().expect("inside a run scope");
 ///         assert_eq!(held.key(), "invoice:7");
-///         held.fencing_token()
+///         held.fencing_token().await
 ///     })
-///     .await?;
+///     .await??;
 /// assert_eq!(token, 1);
 /// assert!(current_lock().is_none());
 /// # Ok::<(), redlock_runtime::LockError>(())
@@ -149,10 +149,13 @@ impl CurrentLock {
         self.held.key()
     }
 
-    /// The fencing token of the acquisition (see
+    /// The fencing token of the acquisition, issued on first ask (see
     /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
-    pub fn fencing_token(&self) -> u64 {
-        self.held.fence()
+    ///
+    /// # Errors
+    /// As [`LockGuard::fencing_token`](crate::LockGuard::fencing_token).
+    pub async fn fencing_token(&self) -> Result<u64, crate::LockError> {
+        self.held.fencing_token().await
     }
 
     /// True while the lock is presumed held (see
@@ -184,7 +187,7 @@ impl fmt::Debug for CurrentLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CurrentLock")
             .field("key", &self.key())
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing_token", &self.held.issued_fence())
             .field("depth", &self.depth)
             .field("held", &self.is_held())
             .finish()

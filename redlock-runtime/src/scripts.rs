@@ -55,7 +55,9 @@ impl Lua {
             Publish::Plain => text,
             // `pcall`: on a cluster older than Redis 7 (no `SPUBLISH`) the
             // release still happens, and waiters poll.
-            Publish::Sharded => text.replace("redis.call('PUBLISH',", "redis.pcall('SPUBLISH',"),
+            Publish::Sharded => text
+                .replace("redis.call('PUBLISH',", "redis.pcall('SPUBLISH',")
+                .replace("'PUBSUB', 'NUMSUB'", "'PUBSUB', 'SHARDNUMSUB'"),
         }
     }
 
@@ -128,6 +130,21 @@ if ARGV[4] == '1' then return {1, fence, now_ms} end
 return {1, fence}
 ";
 
+/// Issues the fencing token of a lock taken without one (a plain `SET
+/// NX`), if the token still holds it: tokens are then issued in the order
+/// of tenure, because tenures do not overlap and each issue checks its
+/// holder's tenure in the same step (see the crate docs, "Fencing
+/// tokens").
+///
+/// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
+/// the counter's retention (ms). Returns the token, or -1 when the lock is
+/// not this owner's.
+pub(crate) static ISSUE_FENCE: Lua = Lua::new(&[NEXT_FENCE, ISSUE_FENCE_BODY]);
+const ISSUE_FENCE_BODY: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))
+";
+
 /// Resets the lease if the token still holds the lock.
 ///
 /// `KEYS[1]` lock; `ARGV[1]` token, `ARGV[2]` ttl (ms), `ARGV[3]` `1` for
@@ -143,25 +160,30 @@ return 1
 ";
 
 /// Deletes the lock if the token still holds it, and publishes on the
-/// channel named like the lock key, which wakes the waiters; never touches
-/// another owner's lock. Raises the fencing counter to the holder's token
+/// channel named like the lock key when someone listens there (`PUBSUB
+/// NUMSUB`: no wake-up goes out, or to the replicas, for a lock nobody
+/// waits for), which wakes the waiters; never touches another owner's
+/// lock. Raises the fencing counter to the holder's token
 /// (whoever holds the lock now: raising is always safe): on a Redlock node
 /// that did not issue the largest token itself, this is what makes the next
 /// holder's token larger (see the crate docs, "Fencing tokens").
 ///
-/// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
-/// the holder's fencing token (`0`: none), `ARGV[3]` the counter's
-/// retention (ms). Returns 1 (released) or 0.
+/// `KEYS[1]` lock; `ARGV[1]` token. With a token to raise the counter to
+/// (Redlock): `KEYS[2]` fencing counter, `ARGV[2]` the holder's fencing
+/// token, `ARGV[3]` the counter's retention (ms); without, one key and one
+/// argument, the least a release can send. Returns 1 (released) or 0.
 pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_BODY]);
 const RELEASE_BODY: &str = r"
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1], '')
+  local listening = redis.pcall('PUBSUB', 'NUMSUB', KEYS[1])
+  if type(listening) ~= 'table' or (tonumber(listening[2]) or 1) > 0 then
+    redis.call('PUBLISH', KEYS[1], '')
+  end
   released = 1
 end
-local fence = tonumber(ARGV[2])
-if fence > 0 and fence > tonumber(redis.call('GET', KEYS[2]) or '0') then
+if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
 return released
@@ -384,8 +406,9 @@ pub(crate) fn renew_scripts() -> [&'static Script; 3] {
 
 /// Every script, for the checks below.
 #[cfg(test)]
-pub(crate) const ALL: [(&str, &Lua); 25] = [
+pub(crate) const ALL: [(&str, &Lua); 26] = [
     ("ACQUIRE", &ACQUIRE),
+    ("ISSUE_FENCE", &ISSUE_FENCE),
     ("EXTEND", &EXTEND),
     ("RELEASE", &RELEASE),
     ("RELEASE_AFTER_HOLD", &RELEASE_AFTER_HOLD),
@@ -511,7 +534,13 @@ mod tests {
                 out.push(format!("command name is not a literal: {call}"));
                 continue;
             };
-            if KEYED.contains(&name) || name.starts_with('H') {
+            if name == "PUBSUB" {
+                // `PUBSUB NUMSUB channel`: the channel is the lock's key.
+                let channel = args.get(2).copied().unwrap_or("");
+                if !channel.starts_with("KEYS[") {
+                    out.push(format!("PUBSUB on a channel not from KEYS: {call}"));
+                }
+            } else if KEYED.contains(&name) || name.starts_with('H') {
                 // Its key is one of KEYS, or a parameter of a shared Lua
                 // function that is only ever given one (checked below).
                 let key = args.get(1).copied().unwrap_or("");

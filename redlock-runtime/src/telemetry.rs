@@ -227,7 +227,12 @@ pub(crate) fn acquire_span(key: &str, wait: Duration) -> Span {
 /// events are inside it, and [`LockRequest::run`](crate::LockRequest::run)
 /// runs its body in it.
 pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
-    tracing::info_span!(target: "redlock", "redlock.hold", key = %key, fencing_token = fence)
+    let span = tracing::info_span!(target: "redlock", "redlock.hold", key = %key, fencing_token = tracing::field::Empty);
+    // Recorded when issued: here, or later on first ask.
+    if fence > 0 {
+        span.record("fencing_token", fence);
+    }
+    span
 }
 
 /// The span around a release, inside the hold span.

@@ -377,7 +377,7 @@ async fn tokens(locks: &LockClient, key: &str, n: usize) -> Vec<u64> {
             .acquire()
             .await
             .expect("acquire");
-        out.push(guard.fencing_token());
+        out.push(guard.fencing_token().await.expect("fencing token"));
         guard.release().await.expect("release");
     }
     out
@@ -503,7 +503,10 @@ async fn a_node_restored_from_a_snapshot_grants_nothing_during_its_restart_delay
     );
     // By then x learned it lost its majority (its renewals failed on A and B).
     assert!(!x_guard.is_held(), "two holders at once");
-    assert!(y_guard.fencing_token() > x_guard.fencing_token());
+    assert!(
+        y_guard.fencing_token().await.expect("fencing token")
+            > x_guard.fencing_token().await.expect("fencing token")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,8 +524,10 @@ async fn fencing_counters_of_free_locks_expire_after_the_retention() {
         let locks = locks.clone();
         tasks.push(tokio::spawn(async move {
             for i in (part..KEYS).step_by(64) {
+                // Fenced: every acquire issues a token (and keeps a counter).
                 let guard = locks
                     .lock(format!("order:{i}"))
+                    .fenced()
                     .acquire()
                     .await
                     .expect("acquire");

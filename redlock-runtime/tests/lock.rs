@@ -139,9 +139,13 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
             .lock("expire")
             .ttl(ttl)
             .renew(false)
+            .fenced()
             .acquire()
             .await
             .expect("holder");
+        // Fenced: the token came with the acquire, so the holder still has
+        // it after its lease ran out (a token asked for only then is Lost).
+        let holder_token = holder.fencing_token().await.expect("fencing token");
         let started = Instant::now();
         let ((reason, lost_after), (next, took)) =
             tokio::join!(async { (holder.lost().await, started.elapsed()) }, async {
@@ -168,7 +172,7 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
             "{}: waiter woke {took:?} after the request; ttl {ttl:?}",
             b.name()
         );
-        assert!(next.fencing_token() > holder.fencing_token());
+        assert!(next.fencing_token().await.expect("fencing token") > holder_token);
         // The old owner's release must not delete the new owner's lock.
         let err = holder.release().await.expect_err("lost");
         assert!(err.is_lost(), "{err}");
@@ -286,8 +290,8 @@ fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
         let mut last = 0;
         for _ in 0..5 {
             let g = client.lock("f").acquire().await.expect("acquire");
-            assert!(g.fencing_token() > last);
-            last = g.fencing_token();
+            assert!(g.fencing_token().await.expect("fencing token") > last);
+            last = g.fencing_token().await.expect("fencing token");
             g.release().await.expect("release");
         }
         // The in-memory counter counts acquisitions; Redis's starts from its
@@ -382,10 +386,8 @@ fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] b
                             !inside.swap(true, Ordering::SeqCst),
                             "two holders inside the critical section at once"
                         );
-                        fences
-                            .lock()
-                            .expect("fence log")
-                            .push(guard.fencing_token());
+                        let token = guard.fencing_token().await.expect("fencing token");
+                        fences.lock().expect("fence log").push(token);
                         // Give another holder every chance to overlap.
                         tokio::task::yield_now().await;
                         inside.store(false, Ordering::SeqCst);
@@ -466,10 +468,8 @@ fn three_clients_eight_tasks_on_keys_over_every_master_exclude_and_fence(#[case]
                             "two holders of {} at once",
                             keys[k]
                         );
-                        fences[k]
-                            .lock()
-                            .expect("fence log")
-                            .push(guard.fencing_token());
+                        let token = guard.fencing_token().await.expect("fencing token");
+                        fences[k].lock().expect("fence log").push(token);
                         tokio::task::yield_now().await;
                         inside[k].store(false, Ordering::SeqCst);
                         guard.release().await.expect("release while held");
@@ -575,8 +575,9 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
     assert_eq!(name, locks.client_name());
     let pttl: i64 = redis.pttl("lock:{order:42}").await.expect("PTTL");
     assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
+    let token = guard.fencing_token().await.expect("fencing token");
     let fence: u64 = redis.get("lock:{order:42}:fence").await.expect("GET fence");
-    assert_eq!(fence, guard.fencing_token());
+    assert_eq!(fence, token);
     guard.release().await.expect("release");
     let exists: bool = redis.exists("lock:{order:42}").await.expect("EXISTS");
     assert!(!exists, "released lock is deleted");
@@ -1075,4 +1076,52 @@ async fn a_connection_manager_refuses_replicas_and_pool_settings() {
         refused(with(manager().await).connection_timeout(Duration::from_secs(1))),
         "connection_timeout"
     );
+}
+
+/// By default the acquire is a plain `SET NX` and the fencing token is
+/// issued on first ask, once; `.fenced()` issues it with the acquire; a
+/// holder that lost its lock before asking gets `Lost`, never a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fencing_token_is_issued_on_first_ask_unless_fenced() {
+    let server = RedisServer::start().await;
+    let locks = client(&server.url()).await;
+    let mut redis = redlock_tests::raw_connection(&server.url()).await;
+    let fence_key = "lock:{lazy}:fence";
+    let guard = locks.lock("lazy").acquire().await.expect("acquire");
+    let exists: bool = redis.exists(fence_key).await.expect("EXISTS");
+    assert!(!exists, "no token issued by a plain acquire");
+    let token = guard.fencing_token().await.expect("issued now");
+    let stored: u64 = redis.get(fence_key).await.expect("GET fence");
+    assert_eq!(stored, token);
+    assert_eq!(guard.fencing_token().await.expect("again"), token, "once");
+    let again: u64 = redis.get(fence_key).await.expect("GET fence");
+    assert_eq!(again, token, "no second issue");
+    guard.release().await.expect("release");
+
+    // The next holder's token, issued later, is larger.
+    let next = locks.lock("lazy").acquire().await.expect("acquire");
+    assert!(next.fencing_token().await.expect("token") > token);
+    // Its lock is deleted behind its back: asking for a token now is Lost.
+    // (Taken at the first try: an acquire that had to retry went through
+    // the script, which issues the token with the lock.)
+    next.release().await.expect("release");
+    let lost = locks.lock("lazy").acquire().await.expect("acquire");
+    let _: () = redis.del("lock:{lazy}").await.expect("DEL");
+    let err = lost.fencing_token().await.expect_err("no longer held");
+    assert!(err.is_lost(), "{err}");
+    let fired = tokio::time::timeout(Duration::from_millis(100), lost.lost()).await;
+    assert!(fired.is_ok(), "the guard knows it lost the lock");
+
+    // Fenced: the acquire issues it, in the same round trip.
+    let fenced = locks
+        .lock("eager")
+        .fenced()
+        .acquire()
+        .await
+        .expect("acquire");
+    let stored: u64 = redis
+        .get("lock:{eager}:fence")
+        .await
+        .expect("issued with the acquire");
+    assert_eq!(fenced.fencing_token().await.expect("token"), stored);
 }

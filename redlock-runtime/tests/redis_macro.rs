@@ -60,7 +60,7 @@ impl Step {
     /// Reports the held lock's key and token, then waits for the test.
     async fn run(self) -> u64 {
         let held = current_lock().expect("the body runs holding the lock");
-        let token = held.fencing_token();
+        let token = held.fencing_token().await.expect("fencing token");
         self.entered
             .send((held.key().to_owned(), token))
             .expect("the test listens");
@@ -85,12 +85,20 @@ impl Orders {
     /// Tries once (no wait).
     #[distributed_lock(key = "order:<user_id>:<order_id>", client = self.locks)]
     async fn try_place(&self, user_id: u64, order_id: &str) -> Result<u64, AppError> {
-        Ok(current_lock().expect("held").fencing_token())
+        Ok(current_lock()
+            .expect("held")
+            .fencing_token()
+            .await
+            .expect("fencing token"))
     }
 
     #[distributed_lock(key = "account:<id>", client = self.locks)]
     async fn transfer(&self, id: u64) -> Result<(u64, u64, usize), LockError> {
-        let outer = current_lock().expect("held").fencing_token();
+        let outer = current_lock()
+            .expect("held")
+            .fencing_token()
+            .await
+            .expect("fencing token");
         // A locked method calling another on the same key: it must not
         // wait for itself (no wait is allowed, so waiting would fail).
         let (inner, depth) = self.audit(id).await?;
@@ -100,7 +108,10 @@ impl Orders {
     #[distributed_lock(key = "account:<id>", client = self.locks)]
     async fn audit(&self, id: u64) -> Result<(u64, usize), LockError> {
         let held = current_lock().expect("held");
-        Ok((held.fencing_token(), held.depth()))
+        Ok((
+            held.fencing_token().await.expect("fencing token"),
+            held.depth(),
+        ))
     }
 }
 
@@ -352,7 +363,7 @@ async fn cancelling_the_call_releases_the_lock() {
         .acquire()
         .await
         .expect("cancellation released the lock");
-    assert!(guard.fencing_token() > token);
+    assert!(guard.fencing_token().await.expect("fencing token") > token);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -373,7 +384,7 @@ async fn nested_annotated_calls_on_the_same_key_reenter() {
         .acquire()
         .await
         .expect("free again");
-    assert!(guard.fencing_token() > outer);
+    assert!(guard.fencing_token().await.expect("fencing token") > outer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

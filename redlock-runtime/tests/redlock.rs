@@ -144,7 +144,7 @@ async fn fencing_tokens_keep_increasing_as_majorities_change() {
     let mut tokens = Vec::new();
 
     let guard = a.lock("ledger").acquire().await.expect("all up");
-    tokens.push(guard.fencing_token());
+    tokens.push(guard.fencing_token().await.expect("fencing token"));
     guard.release().await.expect("release");
 
     // A majority without node 0.
@@ -155,7 +155,7 @@ async fn fencing_tokens_keep_increasing_as_majorities_change() {
         .acquire()
         .await
         .expect("2 of 3");
-    tokens.push(guard.fencing_token());
+    tokens.push(guard.fencing_token().await.expect("fencing token"));
     guard.release().await.expect("release");
 
     // Node 0 comes back empty (its counter is gone) and node 1 goes down:
@@ -168,7 +168,7 @@ async fn fencing_tokens_keep_increasing_as_majorities_change() {
         .acquire()
         .await
         .expect("{0, 2}");
-    tokens.push(guard.fencing_token());
+    tokens.push(guard.fencing_token().await.expect("fencing token"));
     guard.release().await.expect("release");
 
     nodes[1].restart().await;
@@ -178,7 +178,7 @@ async fn fencing_tokens_keep_increasing_as_majorities_change() {
         .acquire()
         .await
         .expect("all up");
-    tokens.push(guard.fencing_token());
+    tokens.push(guard.fencing_token().await.expect("fencing token"));
     guard.release().await.expect("release");
 
     assert!(
@@ -242,7 +242,7 @@ async fn a_holder_cut_off_from_the_majority_learns_it_lost_before_anyone_else_ge
         .acquire()
         .await
         .expect("acquire");
-    let fence = guard.fencing_token();
+    let fence = guard.fencing_token().await.expect("fencing token");
     let lost = guard.lost();
 
     // Partition: the holder can no longer reach two of the three nodes.
@@ -258,7 +258,11 @@ async fn a_holder_cut_off_from_the_majority_learns_it_lost_before_anyone_else_ge
             .acquire()
             .await
             .expect("the lock passes on once the holder's lease ran out");
-        (Instant::now(), guard.fencing_token(), guard)
+        (
+            Instant::now(),
+            guard.fencing_token().await.expect("fencing token"),
+            guard,
+        )
     });
     let reason = tokio::time::timeout(Duration::from_secs(10), lost)
         .await
@@ -314,7 +318,7 @@ async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passe
         .acquire()
         .await
         .expect("after the delay");
-    let fence = guard.fencing_token();
+    let fence = guard.fencing_token().await.expect("fencing token");
 
     // Two nodes crash and come back without their data.
     nodes[1].kill().await;
@@ -371,7 +375,7 @@ async fn a_node_restarted_empty_does_not_count_until_the_restart_delay_has_passe
         .acquire()
         .await
         .expect("after the delay, and once node 0's old lease ended");
-    assert!(guard.fencing_token() > fence);
+    assert!(guard.fencing_token().await.expect("fencing token") > fence);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,7 +428,10 @@ async fn replica_acknowledged_locks_fail_cleanly_when_the_replica_lags() {
 
 #[redlock_runtime::distributed_lock(key = "job:<name>", on_busy = "skip", client = locks)]
 async fn job(locks: &LockClient, name: &str) -> Option<u64> {
-    redlock_runtime::current_lock().map(|held| held.fencing_token())
+    match redlock_runtime::current_lock() {
+        Some(held) => Some(held.fencing_token().await.expect("fencing token")),
+        None => None,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,7 +443,7 @@ async fn scoped_runs_and_the_attribute_work_on_redlock() {
 
     let token = job(&locks, "sync").await.expect("ran");
     let held = other.lock("job:sync").acquire().await.expect("acquire");
-    assert!(held.fencing_token() > token);
+    assert!(held.fencing_token().await.expect("fencing token") > token);
     assert_eq!(
         job(&locks, "sync").await,
         None,

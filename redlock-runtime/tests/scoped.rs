@@ -35,7 +35,7 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
                     .expect("task")
                     .expect("no error");
                 assert!(busy.is_none());
-                held.fencing_token()
+                held.fencing_token().await.expect("fencing token")
             })
             .await
             .expect("run");
@@ -67,12 +67,20 @@ fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend
         let depth = client
             .lock("n")
             .run(async {
-                let outer = current_lock().expect("outer").fencing_token();
+                let outer = current_lock()
+                    .expect("outer")
+                    .fencing_token()
+                    .await
+                    .expect("fencing token");
                 let inner = client
                     .lock("n")
                     .run(async {
                         let inner = current_lock().expect("inner");
-                        assert_eq!(inner.fencing_token(), outer, "same acquisition");
+                        assert_eq!(
+                            inner.fencing_token().await.expect("fencing token"),
+                            outer,
+                            "same acquisition"
+                        );
                         // A reentrant guard: releasing it leaves the lock alone.
                         let g = client.lock("n").acquire().await.expect("reenter");
                         assert!(g.is_reentrant());

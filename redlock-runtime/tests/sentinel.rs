@@ -51,7 +51,7 @@ async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_pri
         .acquire()
         .await
         .expect("acquire, acknowledged by a replica");
-    let token = guard.fencing_token();
+    let token = guard.fencing_token().await.expect("fencing token");
 
     let stop = Arc::new(AtomicBool::new(false));
     let intruding = {
@@ -108,7 +108,10 @@ async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_pri
         latency <= Duration::from_millis(100),
         "the waiter (backoff 2 s) took {latency:?}: its wake-up did not follow the new primary"
     );
-    assert!(got.fencing_token() > token, "tokens go on increasing");
+    assert!(
+        got.fencing_token().await.expect("fencing token") > token,
+        "tokens go on increasing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

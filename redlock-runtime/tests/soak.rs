@@ -209,7 +209,11 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
             0 => match request.acquire().await {
                 Ok(guard) => {
                     shared
-                        .section(guard.fencing_token(), || guard.is_held(), work)
+                        .section(
+                            guard.fencing_token().await.expect("fencing token"),
+                            || guard.is_held(),
+                            work,
+                        )
                         .await;
                     let _ = guard.release().await;
                 }
@@ -230,7 +234,11 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
                     }
                     Ok(Ok(guard)) => {
                         shared
-                            .section(guard.fencing_token(), || guard.is_held(), work)
+                            .section(
+                                guard.fencing_token().await.expect("fencing token"),
+                                || guard.is_held(),
+                                work,
+                            )
                             .await;
                         drop(guard); // released from a spawned task
                     }
@@ -247,7 +255,11 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
                     if let Some(held) = current_lock() {
                         let check = held.clone();
                         shared_body
-                            .section(held.fencing_token(), move || check.is_held(), work)
+                            .section(
+                                held.fencing_token().await.expect("fencing token"),
+                                move || check.is_held(),
+                                work,
+                            )
                             .await;
                     }
                 };
@@ -259,7 +271,11 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
             _ => {
                 if let Ok(guard) = request.acquire().await {
                     shared
-                        .section(guard.fencing_token(), || guard.is_held(), work)
+                        .section(
+                            guard.fencing_token().await.expect("fencing token"),
+                            || guard.is_held(),
+                            work,
+                        )
                         .await;
                 }
             }

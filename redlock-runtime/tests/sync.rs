@@ -222,7 +222,7 @@ async fn reentry_and_the_refused_upgrade(nodes: Nodes) {
 async fn a_downgrade_lets_readers_in_without_a_gap(nodes: Nodes) {
     let rw = nodes.one().rw_lock("doc:3");
     let write = rw.write().acquire().await.expect("write");
-    let token = write.fencing_token();
+    let token = write.fencing_token().await.expect("fencing token");
     let mut waiting = Vec::new();
     for i in 1..4 {
         let rw = nodes.node(i).rw_lock("doc:3");
@@ -249,7 +249,11 @@ async fn a_downgrade_lets_readers_in_without_a_gap(nodes: Nodes) {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let downgraded_at = Instant::now();
     let read = write.downgrade().await.expect("downgrade");
-    assert_eq!(read.fencing_token(), token, "the write's token");
+    assert_eq!(
+        read.fencing_token().await.expect("fencing token"),
+        token,
+        "the write's token"
+    );
     assert!(read.is_held());
     for w in waiting {
         let at = w.await.expect("reader");
@@ -263,7 +267,10 @@ async fn a_downgrade_lets_readers_in_without_a_gap(nodes: Nodes) {
     grabber.await.expect("no writer in between");
     read.release().await.expect("release");
     let write = rw.write().acquire().await.expect("free again");
-    assert!(write.fencing_token() > token, "write tokens increase");
+    assert!(
+        write.fencing_token().await.expect("fencing token") > token,
+        "write tokens increase"
+    );
 }
 
 // ----- semaphore -----
@@ -746,11 +753,12 @@ async fn hash_tagged_keys_are_taken_in_one_round_trip() {
     let all = locks.multi_lock(keys).acquire().await.expect("all three");
     let after = calls(&server.url(), "evalsha").await + calls(&server.url(), "eval").await;
     assert_eq!(after - before, 1, "one script for the three keys");
-    let tokens: Vec<u64> = keys
-        .iter()
-        .map(|k| all.fencing_token(k).expect("a token"))
-        .collect();
-    assert!(tokens.iter().all(|&t| t > 0));
+    // Issued with the group's script: no round trip to ask for them.
+    let tokens = all.fencing_tokens().await.expect("tokens");
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.iter().all(|(_, t)| *t > 0));
+    let asked = calls(&server.url(), "evalsha").await + calls(&server.url(), "eval").await;
+    assert_eq!(asked, after, "the tokens came with the acquire");
     all.release().await.expect("release");
 }
 

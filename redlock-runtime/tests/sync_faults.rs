@@ -229,7 +229,7 @@ async fn a_restart_empty_makes_every_lease_lost_and_write_tokens_go_on() {
         .acquire()
         .await
         .expect("write");
-    let before = write.fencing_token();
+    let before = write.fencing_token().await.expect("fencing token");
     let permit = locks
         .semaphore("c", 2)
         .ttl(ttl)
@@ -261,7 +261,7 @@ async fn a_restart_empty_makes_every_lease_lost_and_write_tokens_go_on() {
         .await
         .expect("write after the restart");
     assert!(
-        after.fencing_token() > before,
+        after.fencing_token().await.expect("fencing token") > before,
         "write tokens go on increasing"
     );
 }

@@ -71,8 +71,13 @@ impl Shared {
     }
 
     async fn guarded(&self, kind: Kind, guard: &LockGuard, work: Duration) {
-        self.section(kind, guard.fencing_token(), || guard.is_held(), work)
-            .await;
+        self.section(
+            kind,
+            guard.fencing_token().await.expect("fencing token"),
+            || guard.is_held(),
+            work,
+        )
+        .await;
     }
 }
 

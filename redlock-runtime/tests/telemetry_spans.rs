@@ -30,7 +30,10 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .lock("invoice:7")
         .run(async {
             tracing::info!("writing the invoice");
-            redlock_runtime::current_lock().map(|held| held.fencing_token())
+            match redlock_runtime::current_lock() {
+                Some(held) => Some(held.fencing_token().await.expect("fencing token")),
+                None => None,
+            }
         })
         .await
         .expect("run")
@@ -75,7 +78,7 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .expect("acquire");
     let hold = format!(
         "redlock.hold{{key=invoice:8 fencing_token={}}}",
-        guard.fencing_token()
+        guard.fencing_token().await.expect("fencing token")
     );
     async { tracing::info!("working under the guard") }
         .instrument(guard.span().clone())

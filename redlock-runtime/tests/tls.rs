@@ -22,7 +22,7 @@ async fn lock_round_trip(client: &LockClient, key: &str) {
         .acquire()
         .await
         .expect("a lock over TLS");
-    assert!(guard.fencing_token() > 0);
+    assert!(guard.fencing_token().await.expect("fencing token") > 0);
     let waiter = {
         let client = client.clone();
         let key = key.to_owned();

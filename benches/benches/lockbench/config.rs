@@ -8,9 +8,10 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
          [--latch-rounds N]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
-  --only GROUPS         comma-separated subset of: uncontended,contended,renewal,cluster,sync
-  --uncontended-secs S  seconds per uncontended cell (default 3; also the sync group's
-                        read/plain cells)
+  --only GROUPS         comma-separated subset of:
+                        uncontended,acquire,contended,renewal,cluster,sync
+  --uncontended-secs S  seconds per uncontended cell (default 3; also the acquire group's
+                        cells and the sync group's read/plain cells)
   --contended-secs S    seconds per contended implementation (default 5; also the sync
                         group's semaphore and 4-locks runs)
   --renewal-secs S      seconds the renewal locks are held (default 10)
@@ -20,7 +21,8 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
 LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
 LOCKBENCH_LATCH_ROUNDS (flags win),
-and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 4).
+and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 1, the
+client's own default without replicas).
 Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
 
 `cargo bench` passes --bench; without it (`cargo test --benches`) the
@@ -37,6 +39,9 @@ pub(crate) struct Config {
     pub(crate) latch_rounds: usize,
     pub(crate) pool_size: u32,
     pub(crate) run_uncontended: bool,
+    /// The acquire group: candidate acquire and release commands on a
+    /// plain connection, no lock client.
+    pub(crate) run_acquire: bool,
     pub(crate) run_contended: bool,
     pub(crate) run_renewal: bool,
     /// The cluster group: ours on 3 masters against ours on one Redis.
@@ -54,8 +59,9 @@ impl Default for Config {
             renewal_secs: Duration::from_secs(10),
             renewal_locks: 10_000,
             latch_rounds: 20,
-            pool_size: 4,
+            pool_size: 1,
             run_uncontended: true,
+            run_acquire: true,
             run_contended: true,
             run_renewal: true,
             run_cluster: true,
@@ -166,6 +172,7 @@ impl Config {
             "--latch-rounds" => self.latch_rounds = count(value)?,
             "--only" => {
                 self.run_uncontended = false;
+                self.run_acquire = false;
                 self.run_contended = false;
                 self.run_renewal = false;
                 self.run_cluster = false;
@@ -173,13 +180,14 @@ impl Config {
                 for group in value.split(',').map(str::trim) {
                     match group {
                         "uncontended" => self.run_uncontended = true,
+                        "acquire" => self.run_acquire = true,
                         "contended" => self.run_contended = true,
                         "renewal" => self.run_renewal = true,
                         "cluster" => self.run_cluster = true,
                         "sync" => self.run_sync = true,
                         other => {
                             return Err(format!(
-                                "{flag}: unknown group `{other}` (expected uncontended, contended, renewal, cluster, sync)"
+                                "{flag}: unknown group `{other}` (expected uncontended, acquire, contended, renewal, cluster, sync)"
                             ));
                         }
                     }

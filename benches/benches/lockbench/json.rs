@@ -1,7 +1,8 @@
 //! The JSON lines: one record per measurement, each an object whose
-//! `scenario` field says what it is (`meta`, `uncontended`, `contended`,
-//! `renewal`, `cluster`, `cluster_renewal`, `sync_read`, `sync_permits`,
-//! `sync_latch`, `target`, `run`).
+//! `scenario` field says what it is (`meta`, `uncontended`,
+//! `uncontended_keys`, `acquire_candidates`, `contended`, `renewal`,
+//! `cluster`, `cluster_renewal`, `sync_read`, `sync_permits`, `sync_latch`,
+//! `target`, `run`).
 //!
 //! Floats are rounded to 3 decimals, a whole number is written without a
 //! fraction (`1`, not `1.0`), and NaN (a ratio with nothing to divide by)
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Serialize, Serializer};
 
 use crate::baselines::{RSLOCK_RETRY_DELAY, RSLOCK_VERSION};
+use crate::candidates::ratio_to_set_nx;
 use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
@@ -22,13 +24,17 @@ use crate::sync::{
     PERMIT_WORKERS, SyncRun,
 };
 use crate::targets::Target;
-use crate::uncontended::{Measured, ratio_to_raw};
+use crate::uncontended::{KeySpace, Measured, ratio_to_raw, ratio_to_rslock};
 
 #[derive(Serialize)]
 #[serde(tag = "scenario", rename_all = "lowercase")]
 enum Record<'a> {
     Meta(Meta<'a>),
     Uncontended(UncontendedRow<'a>),
+    #[serde(rename = "uncontended_keys")]
+    UncontendedKeys(UncontendedKeysRow<'a>),
+    #[serde(rename = "acquire_candidates")]
+    AcquireCandidates(CandidateRow<'a>),
     Contended(ContendedRow<'a>),
     Renewal(RenewalRow<'a>),
     Cluster(ClusterRow<'a>),
@@ -169,6 +175,38 @@ struct UncontendedRow<'a> {
     p99_us: u32,
     #[serde(serialize_with = "num")]
     ratio_to_raw: f64,
+    #[serde(serialize_with = "num")]
+    ratio_to_rslock: f64,
+}
+
+/// The server's keys and memory after the uncontended group.
+#[derive(Serialize)]
+struct UncontendedKeysRow<'a> {
+    keys: u64,
+    keys_before: u64,
+    keys_by_impl: &'a BTreeMap<&'static str, u64>,
+    used_memory_bytes: u64,
+    used_memory_before_bytes: u64,
+    used_memory_human: &'a str,
+    pairs_measured: usize,
+    pairs_by_impl: &'a BTreeMap<&'static str, usize>,
+    /// Untimed pairs per implementation, which leave keys as well.
+    warm_up_pairs_per_impl: u64,
+}
+
+#[derive(Serialize)]
+struct CandidateRow<'a> {
+    candidate: &'a str,
+    concurrency: usize,
+    pairs: usize,
+    #[serde(serialize_with = "num")]
+    seconds: f64,
+    #[serde(serialize_with = "num")]
+    pairs_per_sec: f64,
+    p50_us: u32,
+    p99_us: u32,
+    #[serde(serialize_with = "num")]
+    ratio_to_set_nx: f64,
 }
 
 #[derive(Serialize)]
@@ -290,6 +328,36 @@ pub(crate) fn uncontended(results: &[Measured]) {
             p50_us: percentile(&r.latencies_us, 0.50),
             p99_us: percentile(&r.latencies_us, 0.99),
             ratio_to_raw: ratio_to_raw(results, r),
+            ratio_to_rslock: ratio_to_rslock(results, r),
+        }));
+    }
+}
+
+pub(crate) fn key_space(k: &KeySpace) {
+    emit(&Record::UncontendedKeys(UncontendedKeysRow {
+        keys: k.keys,
+        keys_before: k.keys_before,
+        keys_by_impl: &k.by_impl,
+        used_memory_bytes: k.used_memory,
+        used_memory_before_bytes: k.used_memory_before,
+        used_memory_human: &k.used_memory_human,
+        pairs_measured: k.pairs_measured,
+        pairs_by_impl: &k.pairs_by_impl,
+        warm_up_pairs_per_impl: k.warm_up_pairs,
+    }));
+}
+
+pub(crate) fn candidates(results: &[Measured]) {
+    for r in results {
+        emit(&Record::AcquireCandidates(CandidateRow {
+            candidate: r.name,
+            concurrency: r.concurrency,
+            pairs: r.pairs,
+            seconds: r.elapsed.as_secs_f64(),
+            pairs_per_sec: r.per_sec().round(),
+            p50_us: percentile(&r.latencies_us, 0.50),
+            p99_us: percentile(&r.latencies_us, 0.99),
+            ratio_to_set_nx: ratio_to_set_nx(results, r),
         }));
     }
 }

@@ -1,15 +1,17 @@
 //! lockbench: our lock client against the raw Redis commands and `rslock`,
-//! uncontended and contended, plus the cost of renewing many held locks.
+//! uncontended and contended, the acquire and release commands it could
+//! send, plus the cost of renewing many held locks.
 //!
 //! ```text
 //! cargo bench -p redlock-benches --bench lockbench
-//! cargo bench -p redlock-benches --bench lockbench -- --quick   # ~12 s smoke run
+//! cargo bench -p redlock-benches --bench lockbench -- --quick   # ~28 s smoke run
 //! cargo bench -p redlock-benches --bench lockbench -- --help
 //! ```
 //!
 //! Needs `redis-server` on PATH (or `REDLOCK_REDIS_SERVER`): it starts its own
 //! on a free loopback port through the test harness, never your Redis on 6379.
-//! The default run takes about 45 s, plus about 25 s for the sync group.
+//! The default run takes about 90 s (of which the acquire group 36 s),
+//! plus about 25 s for the sync group.
 //! `cargo test --benches` runs it without `cargo bench`'s `--bench`
 //! argument: then every scenario runs briefly, as a check that the
 //! benchmark still works.
@@ -23,13 +25,27 @@
 //!     `EVALSHA` of the compare-and-delete script) with no lock library, over
 //!     one redis-rs `MultiplexedConnection` shared by all tasks: the limit;
 //!   - `ours`: `client.lock(key).acquire()` then `guard.release()` on one
-//!     shared `LockClient` (watchdog on, as by default);
+//!     shared `LockClient` (watchdog on, as by default): a plain `SET NX
+//!     PX`, no fencing token (issued only when asked for);
+//!   - `ours_fenced`: the same on a client built with `.fenced(true)`: the
+//!     acquire is a script that also issues a fencing token;
 //!   - `rslock`: `manager.acquire(key)` then `guard.release()` on one shared
 //!     `rslock::LockManager`;
 //!
-//!   with each one's ratio to `raw` of the same run. The cells run as
-//!   interleaved 0.5 s slices, so drift in the machine's state hits all
-//!   alike: the ratio is the number to compare across runs;
+//!   with each one's ratio to `raw` and to `rslock` of the same run. The
+//!   cells run as interleaved 0.5 s slices, so drift in the machine's
+//!   state hits all alike: the ratio is the number to compare across
+//!   runs. Then the server's key count and used memory, which show what
+//!   the pairs leave behind (fencing counters: see [`uncontended`]);
+//! - **acquire** (`--uncontended-secs` per cell, [`candidates`]): the
+//!   acquire and release commands a lock client could send, on one plain
+//!   `MultiplexedConnection` with no lock client, as acquire+release pairs
+//!   on distinct keys at concurrency 1 and 32 in interleaved slices:
+//!   `SET NX PX` (`set_nx`, the raw baseline), one Lua acquire that issues
+//!   a fencing token (`lua_fence`), `SET NX PX` then a token script
+//!   (`set_nx_lazy_token`), `MULTI`/`SET NX PX`/`INCR`/`EXEC`
+//!   (`multi_incr`), and two releases (`release_publish_always`,
+//!   `release_numsub`), each with its ratio to `set_nx`;
 //! - **contended** (5 s per implementation, [`contended`]): 8 workers, each
 //!   with a client of its own (like 8 nodes), loop on one key: want the lock,
 //!   acquire (waiting allowed), hold it 1 ms (a thread sleep: tokio's 1 ms
@@ -66,6 +82,7 @@
 //! issue's targets with PASS/MISS ([`targets`]). Progress goes to stderr.
 
 mod baselines;
+mod candidates;
 mod cluster;
 mod config;
 mod contended;
@@ -111,8 +128,16 @@ async fn main() {
         false => None,
     };
 
-    let uncontended = match cfg.run_uncontended {
-        true => uncontended::uncontended(&url, &cfg).await,
+    let (uncontended, key_space) = match cfg.run_uncontended {
+        true => {
+            let (cells, keys) = uncontended::uncontended(&url, &cfg).await;
+            (cells, Some(keys))
+        }
+        false => (Vec::new(), None),
+    };
+
+    let candidates = match cfg.run_acquire {
+        true => candidates::candidates(&url, &cfg).await,
         false => Vec::new(),
     };
 
@@ -145,6 +170,12 @@ async fn main() {
     if !uncontended.is_empty() {
         report::print_uncontended(&uncontended, &cfg);
     }
+    if let Some(k) = &key_space {
+        report::print_key_space(k);
+    }
+    if !candidates.is_empty() {
+        report::print_candidates(&candidates, &cfg);
+    }
     report::print_contended(&contended_runs);
     if let Some(r) = &renewal {
         report::print_renewal(r);
@@ -160,6 +191,10 @@ async fn main() {
     println!();
     json::meta(&redis_version, &cfg);
     json::uncontended(&uncontended);
+    if let Some(k) = &key_space {
+        json::key_space(k);
+    }
+    json::candidates(&candidates);
     json::contended(&contended_runs);
     if let Some(r) = &renewal {
         json::renewal(r);

@@ -1,5 +1,6 @@
 //! The human-readable tables, one per scenario.
 
+use crate::candidates::{CANDIDATES, ratio_to_set_nx};
 use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
@@ -8,7 +9,7 @@ use crate::support::{ms, percentile};
 use crate::sync::{
     LATCH_COUNT, LATCH_WAITERS, PERMIT_CLIENTS, PERMIT_HOLD, PERMIT_LIMIT, PERMIT_WORKERS, SyncRun,
 };
-use crate::uncontended::{Measured, ratio_to_raw};
+use crate::uncontended::{KeySpace, Measured, ratio_to_raw, ratio_to_rslock};
 
 pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
     println!(
@@ -16,19 +17,70 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
         cfg.uncontended_secs.as_secs_f64()
     );
     println!(
-        "{:<8} {:>11} {:>10} {:>8} {:>8} {:>7}",
-        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs raw"
+        "{:<11} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9}",
+        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs raw", "vs rslock"
     );
     for r in results {
         println!(
-            "{:<8} {:>11} {:>10.0} {:>8} {:>8} {:>7.2}",
+            "{:<11} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2}",
             r.name,
             r.concurrency,
             r.per_sec(),
             percentile(&r.latencies_us, 0.50),
             percentile(&r.latencies_us, 0.99),
-            ratio_to_raw(results, r)
+            ratio_to_raw(results, r),
+            ratio_to_rslock(results, r)
         );
+    }
+}
+
+pub(crate) fn print_key_space(k: &KeySpace) {
+    let by_impl: Vec<String> = k.by_impl.iter().map(|(i, n)| format!("{i} {n}")).collect();
+    let pairs: Vec<String> = k
+        .pairs_by_impl
+        .iter()
+        .map(|(i, n)| format!("{i} {n}"))
+        .collect();
+    println!(
+        "  keys on the server after the group: {} (before: {}); by implementation: {}",
+        k.keys,
+        k.keys_before,
+        by_impl.join(", ")
+    );
+    println!(
+        "  used memory: {} ({} bytes; before: {} bytes)",
+        k.used_memory_human, k.used_memory, k.used_memory_before
+    );
+    println!(
+        "  pairs measured: {} ({}; plus {} warm-up pairs per implementation). A released lock leaves a fencing counter only when a token was issued: ours_fenced one per key, ours/raw/rslock none",
+        k.pairs_measured,
+        pairs.join(", "),
+        k.warm_up_pairs
+    );
+}
+
+pub(crate) fn print_candidates(results: &[Measured], cfg: &Config) {
+    println!(
+        "\nacquire: candidate acquire+release commands on one MultiplexedConnection (no lock client), pairs on distinct keys, {:.1} s per cell (in interleaved slices)",
+        cfg.uncontended_secs.as_secs_f64()
+    );
+    println!(
+        "{:<22} {:>11} {:>10} {:>8} {:>8} {:>9}",
+        "candidate", "concurrency", "pairs/s", "p50 us", "p99 us", "vs set_nx"
+    );
+    for r in results {
+        println!(
+            "{:<22} {:>11} {:>10.0} {:>8} {:>8} {:>9.2}",
+            r.name,
+            r.concurrency,
+            r.per_sec(),
+            percentile(&r.latencies_us, 0.50),
+            percentile(&r.latencies_us, 0.99),
+            ratio_to_set_nx(results, r)
+        );
+    }
+    for (name, what) in CANDIDATES {
+        println!("  {name:<22} {what}");
     }
 }
 

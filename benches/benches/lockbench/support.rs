@@ -21,6 +21,18 @@ pub(crate) async fn ours_client(url: &str, pool_size: u32) -> LockClient {
         .expect("our lock client connects")
 }
 
+/// One of our clients built with `.fenced(true)`: every acquire issues a
+/// fencing token in the acquire script.
+pub(crate) async fn ours_fenced_client(url: &str, pool_size: u32) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .pool_size(pool_size)
+        .fenced(true)
+        .build()
+        .await
+        .expect("our fenced lock client connects")
+}
+
 pub(crate) fn micros(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
@@ -55,6 +67,23 @@ pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> String {
         .unwrap_or("?")
         .trim()
         .to_owned()
+}
+
+/// `used_memory` (bytes) and `used_memory_human` from `INFO memory`; 0 and
+/// `?` when missing.
+pub(crate) async fn used_memory(conn: &mut MultiplexedConnection) -> (u64, String) {
+    let text = info(conn, "memory").await;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    (
+        field("used_memory")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        field("used_memory_human").unwrap_or("?").to_owned(),
+    )
 }
 
 /// `calls` per command from `INFO commandstats`.

@@ -5,7 +5,7 @@ use crate::contended::Contended;
 use crate::renewal::Renewal;
 use crate::support::{ms, percentile};
 use crate::sync::{PERMIT_LIMIT, SyncRun};
-use crate::uncontended::{CONCURRENCIES, Measured, ratio_to_raw};
+use crate::uncontended::{CONCURRENCIES, Measured, ratio_to_raw, ratio_to_rslock};
 
 pub(crate) struct Target {
     pub(crate) what: String,
@@ -42,6 +42,31 @@ pub(crate) fn targets(
             pass: vs.map(|v| v > 1.0),
         });
     }
+    // Issue 17: the default configuration (a plain `SET NX PX`, the token
+    // issued on first ask) against rslock, and the price of a token on
+    // every acquire.
+    let vs_rslock = |name: &str, c: usize| {
+        uncontended
+            .iter()
+            .find(|m| m.name == name && m.concurrency == c)
+            .map(|m| ratio_to_rslock(uncontended, m))
+    };
+    for c in CONCURRENCIES {
+        let v = vs_rslock("ours", c);
+        out.push(Target {
+            what: format!(
+                "uncontended ours/rslock >= 1.0 at concurrency {c} (default configuration)"
+            ),
+            measured: v.map_or_else(|| "not run".into(), |v| format!("{v:.2}")),
+            pass: v.map(|v| v >= 1.0),
+        });
+    }
+    let v = vs_rslock("ours_fenced", 32);
+    out.push(Target {
+        what: "uncontended ours_fenced/rslock >= 0.75 at concurrency 32 (a fencing token on every acquire)".into(),
+        measured: v.map_or_else(|| "not run".into(), |v| format!("{v:.2}")),
+        pass: v.map(|v| v >= 0.75),
+    });
 
     // The targets are for fair mode; until it runs, show the default mode.
     let fair = contended.iter().find(|r| r.name == "ours-fair");

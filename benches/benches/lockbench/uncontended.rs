@@ -1,5 +1,28 @@
 //! Uncontended: acquire+release pairs, every pair on a key of its own.
+//!
+//! Four implementations: `raw`, `ours` (the default configuration: a
+//! plain `SET NX PX`, the fencing token issued only when asked for, which
+//! these pairs never do), `ours_fenced` (a client built with
+//! `.fenced(true)`: the acquire script issues a token with every lock) and
+//! `rslock`.
+//!
+//! After the group, the keys and memory it left on the server are read
+//! ([`KeySpace`]: `DBSIZE`, `INFO memory`, and a `SCAN` that sorts the keys
+//! by implementation). Every pair releases its lock, so what stays is what
+//! the implementations keep after a release:
+//!
+//! - `ours`: nothing. A lock whose token was never asked for issues none,
+//!   and the fencing counter (`lock:{key}:fence`) is only written when a
+//!   token is issued;
+//! - `ours_fenced`: one fencing counter per key locked, kept for the
+//!   client's fencing retention (24 h by default) so that the key's next
+//!   holder gets a larger token: one key per pair measured plus the
+//!   warm-up pairs, since no two pairs share a key;
+//! - `raw` and `rslock`: nothing (a compare-and-delete release);
+//! - `other`: what was there before the group (the renewal group's keys,
+//!   when it ran first).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,17 +33,17 @@ use redlock_runtime::LockClient;
 
 use crate::baselines;
 use crate::config::Config;
-use crate::support::{connect, micros, ours_client};
+use crate::support::{connect, micros, ours_client, ours_fenced_client, used_memory};
 
 pub(crate) const CONCURRENCIES: [usize; 2] = [1, 32];
-/// Lease of the uncontended locks, for all three implementations.
+/// Lease of the uncontended locks, for all the implementations.
 pub(crate) const UNCONTENDED_TTL: Duration = Duration::from_secs(30);
 /// Untimed pairs before each uncontended cell (connections, script cache).
 const WARM_UP_PAIRS: u64 = 20;
 /// Uncontended cells are measured in interleaved slices of about this.
 const UNCONTENDED_SLICE: Duration = Duration::from_millis(500);
 
-const UNCONTENDED_IMPLS: [&str; 3] = ["raw", "ours", "rslock"];
+const UNCONTENDED_IMPLS: [&str; 4] = ["raw", "ours", "ours_fenced", "rslock"];
 
 /// One implementation's cell at one concurrency.
 pub(crate) struct Measured {
@@ -62,6 +85,80 @@ pub(crate) fn ratio_to_raw(results: &[Measured], r: &Measured) -> f64 {
         .find(|b| b.name == "raw" && b.concurrency == r.concurrency)
         .map_or(f64::NAN, Measured::per_sec);
     r.per_sec() / raw
+}
+
+/// `r`'s pairs/s over those of `rslock` at the same concurrency (NaN
+/// without an `rslock` cell).
+pub(crate) fn ratio_to_rslock(results: &[Measured], r: &Measured) -> f64 {
+    let rslock = results
+        .iter()
+        .find(|b| b.name == "rslock" && b.concurrency == r.concurrency)
+        .map_or(f64::NAN, Measured::per_sec);
+    r.per_sec() / rslock
+}
+
+/// The keys and memory on the server before and after the uncontended
+/// group (see the module docs for what the keys are).
+pub(crate) struct KeySpace {
+    /// `DBSIZE` before the group.
+    pub(crate) keys_before: u64,
+    /// `DBSIZE` after it.
+    pub(crate) keys: u64,
+    /// `used_memory` (bytes) before the group.
+    pub(crate) used_memory_before: u64,
+    /// `used_memory` (bytes) after it, and `used_memory_human`.
+    pub(crate) used_memory: u64,
+    pub(crate) used_memory_human: String,
+    /// The keys after the group, by the implementation that left them
+    /// (`other`: none of them).
+    pub(crate) by_impl: BTreeMap<&'static str, u64>,
+    /// Timed pairs, all implementations and concurrencies.
+    pub(crate) pairs_measured: usize,
+    /// Timed pairs per implementation.
+    pub(crate) pairs_by_impl: BTreeMap<&'static str, usize>,
+    /// Untimed warm-up pairs per implementation (they leave keys too).
+    pub(crate) warm_up_pairs: u64,
+}
+
+/// Which uncontended implementation `key` belongs to: `name:task:i` (raw,
+/// rslock), `lock:{name:task:i}` and its `:fence` counter (ours,
+/// ours_fenced); `other` for any other key.
+fn owner_of(key: &str) -> &'static str {
+    let name = key.strip_prefix("lock:{").unwrap_or(key);
+    let name = name.split(':').next().unwrap_or("");
+    UNCONTENDED_IMPLS
+        .into_iter()
+        .find(|i| *i == name)
+        .unwrap_or("other")
+}
+
+async fn dbsize(conn: &mut MultiplexedConnection) -> u64 {
+    redis::cmd("DBSIZE")
+        .query_async(conn)
+        .await
+        .expect("DBSIZE")
+}
+
+/// Every key's owner, counted with `SCAN`.
+async fn keys_by_impl(conn: &mut MultiplexedConnection) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .expect("SCAN");
+        for key in keys {
+            *out.entry(owner_of(&key)).or_insert(0) += 1;
+        }
+        if next == 0 {
+            return out;
+        }
+        cursor = next;
+    }
 }
 
 /// Runs `op(task, i)` in `concurrency` tasks for `duration`, timing each
@@ -117,11 +214,20 @@ where
     }
 }
 
+/// Where a slice's pair numbers start: apart for every round and
+/// concurrency, so that no two pairs of a group share a key (a task runs
+/// far fewer than 2^32 pairs in a slice).
+pub(crate) fn pair_numbers(round: usize, concurrency: usize) -> u64 {
+    ((round as u64) << 40) | ((concurrency as u64) << 32)
+}
+
 /// The uncontended implementations, and what they run on.
 struct Uncontended {
     conn: MultiplexedConnection,
     script: Arc<redis::Script>,
     client: LockClient,
+    /// Our client built with `.fenced(true)`.
+    fenced: LockClient,
     manager: rslock::LockManager,
 }
 
@@ -150,8 +256,11 @@ impl Uncontended {
                 )
                 .await
             }
-            "ours" => {
-                let client = self.client.clone();
+            "ours" | "ours_fenced" => {
+                let client = match name {
+                    "ours" => self.client.clone(),
+                    _ => self.fenced.clone(),
+                };
                 run(
                     name,
                     concurrency,
@@ -159,7 +268,9 @@ impl Uncontended {
                     first,
                     warm_up,
                     move |task, i| {
-                        let request = client.lock(format!("ours:{task}:{i}")).ttl(UNCONTENDED_TTL);
+                        let request = client
+                            .lock(format!("{name}:{task}:{i}"))
+                            .ttl(UNCONTENDED_TTL);
                         async move {
                             let guard = request
                                 .acquire()
@@ -191,16 +302,22 @@ impl Uncontended {
 }
 
 /// Each cell's time is cut into slices of about [`UNCONTENDED_SLICE`], run
-/// in rotating order (raw, ours, rslock; ours, rslock, raw; ...) and added
-/// up, so that drift in the machine's state (other load, CPU placement of
-/// client and server) falls on all implementations alike.
-pub(crate) async fn uncontended(url: &str, cfg: &Config) -> Vec<Measured> {
+/// in rotating order (raw, ours, ours_fenced, rslock; ours, ours_fenced,
+/// rslock, raw; ...) and added up, so that drift in the machine's state
+/// (other load, CPU placement of client and server) falls on all
+/// implementations alike. Returns the cells and the keys and memory left
+/// on the server.
+pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeySpace) {
     let bench = Uncontended {
         conn: connect(url).await,
         script: Arc::new(baselines::release_script()),
         client: ours_client(url, cfg.pool_size).await,
+        fenced: ours_fenced_client(url, cfg.pool_size).await,
         manager: rslock::LockManager::new(vec![url.to_owned()]),
     };
+    let mut admin = bench.conn.clone();
+    let keys_before = dbsize(&mut admin).await;
+    let (used_memory_before, _) = used_memory(&mut admin).await;
     let rounds = (cfg.uncontended_secs.as_secs_f64() / UNCONTENDED_SLICE.as_secs_f64())
         .round()
         .max(1.0) as u32;
@@ -215,7 +332,10 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> Vec<Measured> {
         for round in 0..rounds as usize {
             for k in 0..cells.len() {
                 let cell = &mut cells[(k + round) % UNCONTENDED_IMPLS.len()];
-                let first = (round as u64) << 40;
+                // Keys never repeat across rounds and concurrencies (nor
+                // the warm-up's), so the fencing counters left number the
+                // pairs run.
+                let first = pair_numbers(round, concurrency);
                 let measured = bench
                     .slice(cell.name, concurrency, slice, first, round == 0)
                     .await;
@@ -227,5 +347,22 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> Vec<Measured> {
             results.push(cell);
         }
     }
-    results
+
+    let (used_memory, used_memory_human) = used_memory(&mut admin).await;
+    let mut pairs_by_impl = BTreeMap::new();
+    for r in &results {
+        *pairs_by_impl.entry(r.name).or_insert(0) += r.pairs;
+    }
+    let keys = KeySpace {
+        keys_before,
+        keys: dbsize(&mut admin).await,
+        used_memory_before,
+        used_memory,
+        used_memory_human,
+        by_impl: keys_by_impl(&mut admin).await,
+        pairs_measured: results.iter().map(|r| r.pairs).sum(),
+        pairs_by_impl,
+        warm_up_pairs: WARM_UP_PAIRS * CONCURRENCIES.len() as u64,
+    };
+    (results, keys)
 }

@@ -57,7 +57,10 @@ async fn on_your_cluster(urls: Vec<String>) -> Result<bool, Error> {
     println!("cluster_failover: locking on {}", locks.target());
     for i in 1..=3 {
         let guard = locks.lock(format!("account:{i}")).acquire().await?;
-        println!("   account:{i}: fencing token {}", guard.fencing_token());
+        println!(
+            "   account:{i}: fencing token {}",
+            guard.fencing_token().await?
+        );
         guard.release().await?;
     }
     println!("(give no REDIS_CLUSTER_URLS to see a failover on a cluster this example starts)");
@@ -77,7 +80,7 @@ async fn with_a_failover() -> Result<bool, Error> {
 
     println!("\n1. A takes {KEY} (ttl {TTL:?}), acknowledged by one replica");
     let guard = a.lock(KEY).ttl(TTL).acquire().await?;
-    let token = guard.fencing_token();
+    let token = guard.fencing_token().await?;
     let slot = cluster.slot_of(&format!("lock:{{{KEY}}}")).await;
     let master = cluster.master_of_slot(slot).await;
     println!(
@@ -119,10 +122,10 @@ async fn with_a_failover() -> Result<bool, Error> {
         Ok(Some(next)) => {
             println!(
                 "   B holds {KEY} with fencing token {}",
-                next.fencing_token()
+                next.fencing_token().await?
             );
             ok &= check(
-                next.fencing_token() > token,
+                next.fencing_token().await? > token,
                 "B's token is larger than A's, across the failover",
             );
             next.release().await?;

@@ -32,7 +32,7 @@
 //!
 //! 1. client A acquires with ttl 2s, wait 1s
 //!    key            invoice:7
-//!    owner token    6f0a3c1e-8f7d-4a59-9d0e-2b8c2f4d6a11 (random per acquire; a secret: it can release the lock)
+//!    holder         web-3:4121 (LockClient::inspect; the owner token stays secret)
 //!    fencing token  1
 //!    lease left     2.00 s
 //! 2. A extends the lease to 10 s: lease left 10.00 s, still held = true
@@ -42,10 +42,10 @@
 //! 5. run: the body ran holding invoice:7 with fencing token 3, and returned "invoice 7 sent"
 //!    try_run while A holds the lock: None (busy, the body did not run)
 //! 6. B acquire with wait 200ms while A holds it:
-//!    error: gave up on lock `invoice:7` after waiting 200ms: another owner held it the whole time; allow a longer `.wait(..)` or shorten the other holder's critical section
+//!    error: gave up on lock `invoice:7` after waiting 200ms: another owner (web-3:4121, for 0.0s, lease ends in 2.0s) held it the whole time; allow a longer `.wait(..)` or shorten the other holder's critical section
 //!    is_busy() = true, is_transient() = false, key() = Some("invoice:7")
 //!    B acquire with no wait:
-//!    error: lock `invoice:7` is held by another owner; try again later, or allow waiting with `.wait(..)`
+//!    error: lock `invoice:7` is held by another owner (web-3:4121, for 0.2s, lease ends in 1.8s); try again later, or allow waiting with `.wait(..)`
 //!
 //! done in 0.2 s
 //! ```
@@ -120,13 +120,18 @@ async fn run() -> Result<()> {
         .acquire()
         .await?;
     println!("   key            {}", guard.key());
+    let holder = a
+        .inspect(KEY)
+        .await?
+        .holder
+        .ok_or("inspect found no holder")?;
     println!(
-        "   owner token    {} (random per acquire; a secret: it can release the lock)",
-        redlock_runtime::__private::owner_token(&guard)
+        "   holder         {} (LockClient::inspect; the owner token stays secret)",
+        holder.client_name.as_deref().unwrap_or("an unnamed client")
     );
-    println!("   fencing token  {}", guard.fencing_token());
+    println!("   fencing token  {}", guard.fencing_token().await?);
     println!("   lease left     {:.2} s", guard.remaining().as_secs_f64());
-    let first_token = guard.fencing_token();
+    let first_token = guard.fencing_token().await?;
 
     guard.extend(Duration::from_secs(10)).await?;
     println!(
@@ -138,7 +143,7 @@ async fn run() -> Result<()> {
     let attempt = b.lock(KEY).try_acquire().await?;
     println!(
         "3. client B try_acquire while A holds it: {}",
-        describe(attempt.as_ref())
+        describe(attempt.as_ref()).await?
     );
     if attempt.is_some() {
         return Err("B got the lock while A held it".into());
@@ -153,9 +158,9 @@ async fn run() -> Result<()> {
     };
     println!(
         "4. A releases; B try_acquire again: got it, fencing token {} (A had {first_token})",
-        second.fencing_token()
+        second.fencing_token().await?
     );
-    if second.fencing_token() <= first_token {
+    if second.fencing_token().await? <= first_token {
         return Err("the fencing token did not increase".into());
     }
     second.release().await?;
@@ -169,7 +174,9 @@ async fn run() -> Result<()> {
         .wait(Duration::from_secs(1))
         .run(async {
             let held = current_lock().ok_or("run gave its body no current_lock()")?;
-            Ok::<_, &str>((held.fencing_token(), "invoice 7 sent".to_owned()))
+            // Issued now, on first ask: one round trip.
+            let fence = held.fencing_token().await?;
+            Ok::<_, Box<dyn Error>>((fence, "invoice 7 sent".to_owned()))
         })
         .await??;
     println!(
@@ -184,7 +191,7 @@ async fn run() -> Result<()> {
 
     println!("6. B acquire with wait 200ms while A holds it:");
     let short_wait = b.lock(KEY).wait(Duration::from_millis(200)).acquire().await;
-    let e = expect_error(short_wait)?;
+    let e = expect_error(short_wait).await?;
     println!("   error: {e}");
     println!(
         "   is_busy() = {}, is_transient() = {}, key() = {:?}",
@@ -196,7 +203,7 @@ async fn run() -> Result<()> {
         return Err(format!("expected a WaitTimeout, got: {e}").into());
     }
     println!("   B acquire with no wait:");
-    let e = expect_error(b.lock(KEY).acquire().await)?;
+    let e = expect_error(b.lock(KEY).acquire().await).await?;
     println!("   error: {e}");
     if !matches!(e, LockError::Busy { .. }) {
         return Err(format!("expected Busy, got: {e}").into());
@@ -207,20 +214,23 @@ async fn run() -> Result<()> {
     Ok(())
 }
 
-fn describe(attempt: Option<&LockGuard>) -> String {
+async fn describe(attempt: Option<&LockGuard>) -> Result<String> {
     match attempt {
-        None => "None (busy)".to_owned(),
-        Some(guard) => format!("Some(fencing token {})", guard.fencing_token()),
+        None => Ok("None (busy)".to_owned()),
+        Some(guard) => Ok(format!(
+            "Some(fencing token {})",
+            guard.fencing_token().await?
+        )),
     }
 }
 
 /// The error of an acquire that was meant to fail.
-fn expect_error(result: Result<LockGuard, LockError>) -> Result<LockError> {
+async fn expect_error(result: Result<LockGuard, LockError>) -> Result<LockError> {
     match result {
         Err(e) => Ok(e),
         Ok(guard) => Err(format!(
             "the acquire succeeded (fencing token {}) while another client held the lock",
-            guard.fencing_token()
+            guard.fencing_token().await?
         )
         .into()),
     }

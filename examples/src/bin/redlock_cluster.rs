@@ -150,7 +150,7 @@ async fn run(urls: &[String]) -> Result<()> {
     println!("\n1. A and B take turns on {KEY}; each write carries the holder's fencing token");
     for (name, client) in [("A", &a), ("B", &b), ("A", &a), ("B", &b)] {
         let guard = take(client, &mut tokens).await?;
-        write(&store, name, &guard, balance)?;
+        write(&store, name, guard.fencing_token().await?, balance)?;
         balance += 10;
         guard.release().await?;
     }
@@ -163,10 +163,10 @@ async fn run(urls: &[String]) -> Result<()> {
         .wait(Duration::from_secs(2))
         .acquire()
         .await?;
-    tokens.push(stale.fencing_token());
+    tokens.push(stale.fencing_token().await?);
     println!(
         "   A holds {KEY} with fencing token {}",
-        stale.fencing_token()
+        stale.fencing_token().await?
     );
     let stalled = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(5), stale.lost())
@@ -177,9 +177,9 @@ async fn run(urls: &[String]) -> Result<()> {
         stalled.elapsed().as_secs_f64()
     );
     let fresh = take(&b, &mut tokens).await?;
-    write(&store, "B", &fresh, balance)?;
+    write(&store, "B", fresh.fencing_token().await?, balance)?;
     println!("   A writes late anyway (as a process paused between its check and its write would)");
-    match write(&store, "A", &stale, 0) {
+    match write(&store, "A", stale.fencing_token().await?, 0) {
         Err(Rejected { .. }) => {}
         Ok(()) => return Err("the store accepted the late write of a lost lock".into()),
     }
@@ -249,15 +249,14 @@ async fn take(client: &LockClient, tokens: &mut Vec<u64>) -> Result<LockGuard> {
         .wait(Duration::from_secs(2))
         .acquire()
         .await?;
-    tokens.push(guard.fencing_token());
+    tokens.push(guard.fencing_token().await?);
     Ok(guard)
 }
 
 /// Writes `balance` to the store under `guard`'s token, and prints the
 /// outcome; the rejection when the store refuses it.
-fn write(store: &FencedStore, name: &str, guard: &LockGuard, balance: u32) -> Result<(), Rejected> {
+fn write(store: &FencedStore, name: &str, token: u64, balance: u32) -> Result<(), Rejected> {
     let value = format!("balance={balance} by {name}");
-    let token = guard.fencing_token();
     match store.write(token, &value) {
         Ok(()) => {
             println!(

@@ -113,7 +113,10 @@ struct Report {
     hold_at_least = "250ms"
 )]
 async fn report(tick: u64) -> Result<Option<Report>, LockError> {
-    let fencing_token = current_lock().map_or(0, |held| held.fencing_token());
+    let fencing_token = match current_lock() {
+        Some(held) => held.fencing_token().await?,
+        None => 0,
+    };
     tracing::debug!(tick, fencing_token, "building the report");
     tokio::time::sleep(WORK).await; // the work
     Ok(Some(Report { fencing_token }))

@@ -49,7 +49,8 @@ use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
 use super::{
     Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Inspect, Inspection, Keys, LatchCall, LatchReply, OpError, Renewal,
+    GroupAcquire, GroupReply, Inspect, Inspection, IssueFence, Keys, LatchCall, LatchReply,
+    OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -363,6 +364,7 @@ impl ClusterBackend {
         latch(call: LatchCall<'_>) -> LatchReply;
         acquire_group(group: GroupAcquire<'_>) -> GroupReply;
         inspect(inspect: Inspect<'_>) -> Inspection;
+        issue_fence(issue: IssueFence<'_>) -> Option<u64>;
     }
 
     /// The clock of the server that serves an arbitrary key.

@@ -179,6 +179,7 @@ impl MemoryBackend {
             ttl,
             want_time,
             line,
+            ..
         } = *request;
         if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
             let mut state = self.state();
@@ -450,6 +451,15 @@ impl MemoryBackend {
         }
     }
 
+    /// The fencing token of a lock `token` holds (the memory store issues
+    /// it with the acquire).
+    pub(crate) fn issue_fence(&self, issue: &super::IssueFence<'_>) -> Option<u64> {
+        let now = Instant::now();
+        let state = self.state();
+        let held = state.held.get(&issue.keys.lock)?;
+        (held.token == issue.token && held.expires > now).then(|| state.fence(issue.keys))
+    }
+
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).
     #[cfg(test)]
     pub(crate) fn force_delete(&self, lock_key: &str) {
@@ -472,6 +482,8 @@ mod tests {
             ttl: Duration::from_secs(5),
             want_time: false,
             line: None,
+            fenced: false,
+            fresh: true,
         })
     }
 

@@ -366,6 +366,19 @@ pub(crate) struct Acquire<'a> {
     pub(crate) want_time: bool,
     /// Fair mode: wait in line, keeping the place this long after each ask.
     pub(crate) line: Option<Duration>,
+    /// Issue the fencing token with the acquire (else it may be issued on
+    /// first ask: see [`IssueFence`]).
+    pub(crate) fenced: bool,
+    /// No earlier attempt of this acquire may have taken the lock: a
+    /// plain `SET NX` cannot mistake the lock for another owner's.
+    pub(crate) fresh: bool,
+}
+
+/// Issues a held lock's fencing token, if `token` still holds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IssueFence<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
 }
 
 /// One lock's lease to reset (an extend, or one of the watchdog's batch).
@@ -624,6 +637,16 @@ impl Backend {
         limit: Duration,
     ) -> Result<GroupReply, OpError> {
         synchronizer!(self.acquire_group(group, limit))
+    }
+
+    /// Issues the fencing token of a lock `token` holds; `None` when it no
+    /// longer holds it.
+    pub(crate) async fn issue_fence(
+        &self,
+        issue: &IssueFence<'_>,
+        limit: Duration,
+    ) -> Result<Option<u64>, OpError> {
+        synchronizer!(self.issue_fence(issue, limit))
     }
 
     /// Reads everything kept under one name (Redlock: what a majority of

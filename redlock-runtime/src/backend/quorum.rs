@@ -117,6 +117,9 @@ async fn acquire_on(
         ttl,
         want_time: false,
         line: None,
+        // Redlock spreads the largest token on release: issued now.
+        fenced: true,
+        fresh: false,
     };
     match node.backend.acquire(&request, per_node).await {
         Ok(AcquireReply::Acquired { fence, .. }) => Answer::Yes(fence),

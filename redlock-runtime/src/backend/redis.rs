@@ -14,6 +14,7 @@ use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
 mod inspect;
+mod plain;
 mod sync;
 
 pub(crate) struct RedisBackend {
@@ -181,9 +182,21 @@ impl RedisBackend {
             ttl,
             want_time,
             line,
+            fenced,
+            fresh,
         } = *request;
         if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
             return self.acquire_shared(request, limit).await;
+        }
+        let plain = !fenced
+            && fresh
+            && line.is_none()
+            && !want_time
+            && keys.kind == Kind::Lock
+            && self.replicas.is_none()
+            && self.restart_delay.is_none();
+        if plain {
+            return self.acquire_plain(keys, token, ttl, limit).await;
         }
         if let Some(presence) = line {
             return self
@@ -469,15 +482,13 @@ impl RedisBackend {
         let retention = self.fence_retention_ms;
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
-                scripts::RELEASE
-                    .on(self.publish)
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .arg(token)
-                    .arg(fence)
-                    .arg(retention)
-                    .invoke_async(&mut link.conn)
-                    .await
+                let call = ScriptCall::new(scripts::RELEASE.on(self.publish)).key(&keys.lock);
+                let call = if fence > 0 {
+                    call.key(&keys.fence).arg(token).arg(fence).arg(retention)
+                } else {
+                    call.arg(token)
+                };
+                call.invocation().invoke_async(&mut link.conn).await
             })
             .await?;
         Ok(done == 1)

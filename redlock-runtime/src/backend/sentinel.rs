@@ -34,7 +34,8 @@ use super::redis::RedisBackend;
 use super::slots::Addr;
 use super::{
     Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Inspect, Inspection, Keys, LatchCall, LatchReply, OpError, Renewal,
+    GroupAcquire, GroupReply, Inspect, Inspection, IssueFence, Keys, LatchCall, LatchReply,
+    OpError, Renewal,
 };
 use crate::error::ConnectFailure;
 
@@ -285,6 +286,7 @@ impl SentinelBackend {
         latch(call: LatchCall<'_>) -> LatchReply;
         acquire_group(group: GroupAcquire<'_>) -> GroupReply;
         inspect(inspect: Inspect<'_>) -> Inspection;
+        issue_fence(issue: IssueFence<'_>) -> Option<u64>;
     }
 
     /// The clock of the server that serves an arbitrary key.

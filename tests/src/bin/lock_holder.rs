@@ -47,7 +47,10 @@ async fn main() {
         eprintln!("{e}");
         std::process::exit(1)
     });
-    println!("ACQUIRED {}", guard.fencing_token());
+    println!(
+        "ACQUIRED {}",
+        guard.fencing_token().await.expect("fencing token")
+    );
     tokio::time::sleep(Duration::from_secs(120)).await;
     drop(guard);
 }

@@ -28,7 +28,10 @@ async fn transfer(locks: &LockClient, from: u64, to: u64) -> Result<(u64, u64), 
 )]
 async fn with_options(locks: &LockClient, t: Transfer) -> Result<u64, LockError> {
     drop(t); // the keys were built before the body ran
-    Ok(current_lock().map(|held| held.fencing_token()).unwrap_or(0))
+    match current_lock() {
+        Some(held) => held.fencing_token().await,
+        None => Ok(0),
+    }
 }
 
 #[distributed_lock(keys = ["job:<id>"], on_busy = "skip", client = locks)]

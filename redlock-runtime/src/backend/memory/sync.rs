@@ -126,6 +126,7 @@ impl MemoryBackend {
             ttl,
             want_time,
             line,
+            ..
         } = *request;
         let now = Instant::now();
         let at_ms = want_time.then(|| self.now_ms(now));
@@ -426,6 +427,8 @@ mod tests {
             ttl,
             want_time: false,
             line: None,
+            fenced: false,
+            fresh: true,
         });
         assert!(matches!(reply, AcquireReply::Acquired { .. }), "{reply:?}");
     }

@@ -32,6 +32,7 @@ impl RedisBackend {
             ttl,
             want_time,
             line,
+            ..
         } = *request;
         let ttl_ms = millis_ceil(ttl);
         let retention = self.fence_retention_ms;

@@ -1,0 +1,335 @@
+//! Acquire: the acquire and release commands a lock client could send,
+//! measured side by side with no lock client (issue 17).
+//!
+//! Every candidate runs as acquire+release pairs on keys of their own, on
+//! one redis-rs `MultiplexedConnection` shared by all tasks and all
+//! candidates, at concurrency 1 and 32, in interleaved slices as in
+//! [`uncontended`](crate::uncontended) (`--uncontended-secs` per cell).
+//! Each is reported as pairs/s and its ratio to `set_nx`. A lock is
+//! `acq:{candidate:task:i}`, its fencing counter `acq:{candidate:task:i}:fence`
+//! (one hash tag, as the runtime names them); tokens are UUID v4 strings.
+//!
+//! - `set_nx`: `SET key token NX PX ttl`, then the compare-and-delete
+//!   release (`GET == token → DEL`, a Lua script by `EVALSHA`): the raw
+//!   baseline, what our client sends by default and rslock sends;
+//! - `lua_fence`: one Lua acquire that reads `TIME`, takes the lock with
+//!   `SET NX PX` and issues a fencing token `max(counter + 1, now_us)`,
+//!   stored with `SET counter .. PX retention GET` (the runtime's
+//!   `ACQUIRE`, copied in [`ACQUIRE`]: what `.fenced()` sends), then the
+//!   compare-and-delete release;
+//! - `set_nx_lazy_token`: `SET NX PX`, then a second round trip for the
+//!   token (`GET == token`, then the same next-fence Lua: the runtime's
+//!   `ISSUE_FENCE`, copied in [`ISSUE_FENCE`]), then the release: a lock
+//!   whose holder asks for its token every time;
+//! - `multi_incr`: `MULTI; SET key token NX PX ttl; INCR counter; EXEC` in
+//!   one round trip, then the release. Measured only because the issue
+//!   asks: the `INCR` is not conditional on the `SET` (a busy lock still
+//!   burns a number), the counter has no expiry, and there is no clock
+//!   floor, so after a restart without persistence the counter starts
+//!   over at 1 and repeats tokens already issued;
+//! - `release_publish_always`: `SET NX PX`, then a release that always
+//!   `PUBLISH`es on the key's channel after the `DEL`: against `set_nx`,
+//!   whose release publishes nothing;
+//! - `release_numsub`: `SET NX PX`, then the runtime's release (its
+//!   `RELEASE`, copied in [`RELEASE_NUMSUB`]): `PUBSUB NUMSUB` first, and
+//!   `PUBLISH` only when someone listens. Nobody subscribes here, so it
+//!   never publishes: the cost measured is the check.
+//!
+//! The fencing counters of `lua_fence` and `set_nx_lazy_token` (kept for
+//! [`FENCE_RETENTION`]) and of `multi_incr` (no expiry) stay on the server
+//! after the group: one key per pair.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Script;
+use redis::aio::MultiplexedConnection;
+
+use crate::baselines;
+use crate::config::Config;
+use crate::support::connect;
+use crate::uncontended::{CONCURRENCIES, Measured, UNCONTENDED_TTL, pair_numbers, run};
+
+/// The candidates, in the order they are run and shown, each with what it
+/// sends.
+pub(crate) const CANDIDATES: [(&str, &str); 6] = [
+    ("set_nx", "SET NX PX + Lua release (GET == token -> DEL)"),
+    (
+        "lua_fence",
+        "one Lua acquire: TIME, SET NX PX, token max(counter+1, now_us) + Lua release",
+    ),
+    (
+        "set_nx_lazy_token",
+        "SET NX PX, then a token script (2nd round trip) + Lua release",
+    ),
+    (
+        "multi_incr",
+        "MULTI; SET NX PX; INCR counter; EXEC + Lua release (unconditional, no clock floor)",
+    ),
+    (
+        "release_publish_always",
+        "SET NX PX + Lua release that always PUBLISHes",
+    ),
+    (
+        "release_numsub",
+        "SET NX PX + Lua release: PUBLISH only if PUBSUB NUMSUB > 0 (the runtime's)",
+    ),
+];
+
+/// Cells are measured in interleaved slices of about this.
+const SLICE: Duration = Duration::from_millis(500);
+
+/// The fencing counters' retention: the runtime's default
+/// (`DEFAULT_FENCE_RETENTION`, 24 h).
+const FENCE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// Copied from `redlock-runtime/src/scripts.rs`, `NEXT_FENCE`: the next
+/// token of the counter `key`, the larger of the counter + 1 and Redis's
+/// clock in µs, stored back with an expiry of `retention` ms. Keep in step.
+const NEXT_FENCE: &str = r"
+local function next_fence(key, retention, t)
+  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local n = tonumber(redis.call('SET', key, string.format('%.0f', now_us), 'PX', retention, 'GET') or '0') + 1
+  if n > now_us then
+    redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
+    return n
+  end
+  return now_us
+end
+";
+
+/// Copied from `redlock-runtime/src/scripts.rs`, `ACQUIRE_BODY` (run after
+/// [`NEXT_FENCE`]). `KEYS` lock, counter; `ARGV` token, ttl (ms),
+/// retention (ms), `1` to return the clock, not-before (ms, `0`: none).
+/// Returns `{1, fence}` when the lock is taken.
+const ACQUIRE_BODY: &str = r"
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local not_before = tonumber(ARGV[5])
+if not_before > now_ms then return {-4, not_before - now_ms} end
+local fence
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  fence = next_fence(KEYS[2], ARGV[3], t)
+elseif redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+else
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+if ARGV[4] == '1' then return {1, fence, now_ms} end
+return {1, fence}
+";
+
+/// Copied from `redlock-runtime/src/scripts.rs`, `ISSUE_FENCE_BODY` (run
+/// after [`NEXT_FENCE`]). `KEYS` lock, counter; `ARGV` token, retention
+/// (ms). Returns the token, or -1 when the lock is not this owner's.
+const ISSUE_FENCE_BODY: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))
+";
+
+/// `lua_fence`'s acquire: the runtime's `ACQUIRE`, `NEXT_FENCE` +
+/// `ACQUIRE_BODY`.
+const ACQUIRE: [&str; 2] = [NEXT_FENCE, ACQUIRE_BODY];
+
+/// `set_nx_lazy_token`'s token script: the runtime's `ISSUE_FENCE`,
+/// `NEXT_FENCE` + `ISSUE_FENCE_BODY`.
+const ISSUE_FENCE: [&str; 2] = [NEXT_FENCE, ISSUE_FENCE_BODY];
+
+/// A release that always publishes on the lock's channel.
+const RELEASE_PUBLISH_ALWAYS: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', KEYS[1], '')
+  return 1
+end
+return 0
+";
+
+/// Copied from `redlock-runtime/src/scripts.rs`, `RELEASE_BODY` (the
+/// `PUBLISH` text, for one server): publishes only when `PUBSUB NUMSUB`
+/// finds a subscriber. Sent with one key and one argument, as the runtime
+/// sends it outside Redlock, so the counter branch is never taken.
+const RELEASE_NUMSUB: &str = r"
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  local listening = redis.pcall('PUBSUB', 'NUMSUB', KEYS[1])
+  if type(listening) ~= 'table' or (tonumber(listening[2]) or 1) > 0 then
+    redis.call('PUBLISH', KEYS[1], '')
+  end
+  released = 1
+end
+if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+return released
+";
+
+/// The scripts the candidates send.
+struct Scripts {
+    /// The raw baseline's compare-and-delete.
+    release: Script,
+    acquire: Script,
+    issue_fence: Script,
+    publish_always: Script,
+    numsub: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            release: baselines::release_script(),
+            acquire: Script::new(&ACQUIRE.concat()),
+            issue_fence: Script::new(&ISSUE_FENCE.concat()),
+            publish_always: Script::new(RELEASE_PUBLISH_ALWAYS),
+            numsub: Script::new(RELEASE_NUMSUB),
+        }
+    }
+}
+
+/// `r`'s pairs/s over those of `set_nx` at the same concurrency (NaN
+/// without a `set_nx` cell).
+pub(crate) fn ratio_to_set_nx(results: &[Measured], r: &Measured) -> f64 {
+    let base = results
+        .iter()
+        .find(|b| b.name == "set_nx" && b.concurrency == r.concurrency)
+        .map_or(f64::NAN, Measured::per_sec);
+    r.per_sec() / base
+}
+
+/// `SET lock token NX PX ttl`; the key is new, so it must be taken.
+async fn set_nx(conn: &mut MultiplexedConnection, lock: &str, token: &str) {
+    let ok: Option<String> = redis::cmd("SET")
+        .arg(lock)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(UNCONTENDED_TTL.as_millis() as u64)
+        .query_async(conn)
+        .await
+        .expect("SET NX PX");
+    assert!(ok.is_some(), "distinct keys are never busy");
+}
+
+/// One acquire+release pair of `candidate` on a key of its own.
+async fn pair(
+    candidate: &'static str,
+    mut conn: MultiplexedConnection,
+    scripts: &Scripts,
+    task: usize,
+    i: u64,
+) {
+    let lock = format!("acq:{{{candidate}:{task}:{i}}}");
+    let fence = format!("{lock}:fence");
+    let token = uuid::Uuid::new_v4().to_string();
+    let ttl_ms = UNCONTENDED_TTL.as_millis() as u64;
+    let retention_ms = FENCE_RETENTION.as_millis() as u64;
+    let release = match candidate {
+        "set_nx" => {
+            set_nx(&mut conn, &lock, &token).await;
+            &scripts.release
+        }
+        "lua_fence" => {
+            let reply: Vec<i64> = scripts
+                .acquire
+                .key(&lock)
+                .key(&fence)
+                .arg(&token)
+                .arg(ttl_ms)
+                .arg(retention_ms)
+                .arg("0")
+                .arg(0)
+                .invoke_async(&mut conn)
+                .await
+                .expect("lua_fence acquire");
+            assert_eq!(reply.first(), Some(&1), "distinct keys are never busy");
+            &scripts.release
+        }
+        "set_nx_lazy_token" => {
+            set_nx(&mut conn, &lock, &token).await;
+            let issued: i64 = scripts
+                .issue_fence
+                .key(&lock)
+                .key(&fence)
+                .arg(&token)
+                .arg(retention_ms)
+                .invoke_async(&mut conn)
+                .await
+                .expect("token script");
+            assert!(issued > 0, "the lock is this pair's");
+            &scripts.release
+        }
+        "multi_incr" => {
+            let (set, _counter): (Option<String>, i64) = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&lock)
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .cmd("INCR")
+                .arg(&fence)
+                .query_async(&mut conn)
+                .await
+                .expect("MULTI SET INCR EXEC");
+            assert!(set.is_some(), "distinct keys are never busy");
+            &scripts.release
+        }
+        "release_publish_always" => {
+            set_nx(&mut conn, &lock, &token).await;
+            &scripts.publish_always
+        }
+        "release_numsub" => {
+            set_nx(&mut conn, &lock, &token).await;
+            &scripts.numsub
+        }
+        other => unreachable!("no acquire candidate `{other}`"),
+    };
+    let released: i64 = release
+        .key(&lock)
+        .arg(&token)
+        .invoke_async(&mut conn)
+        .await
+        .expect("release");
+    assert_eq!(released, 1, "{candidate}: the release found its own token");
+}
+
+/// Each cell's time is cut into slices of about [`SLICE`], run in rotating
+/// order and added up, as the uncontended group's.
+pub(crate) async fn candidates(url: &str, cfg: &Config) -> Vec<Measured> {
+    let conn = connect(url).await;
+    let scripts = Arc::new(Scripts::new());
+    let rounds = (cfg.uncontended_secs.as_secs_f64() / SLICE.as_secs_f64())
+        .round()
+        .max(1.0) as u32;
+    let slice = cfg.uncontended_secs / rounds;
+    let mut out = Vec::new();
+    for concurrency in CONCURRENCIES {
+        eprintln!(
+            "  acquire x{concurrency}: {rounds} rounds of {slice:?} per candidate, {} candidates ...",
+            CANDIDATES.len()
+        );
+        let mut cells = CANDIDATES.map(|(name, _)| Measured::empty(name, concurrency));
+        for round in 0..rounds as usize {
+            for k in 0..cells.len() {
+                let which = (k + round) % CANDIDATES.len();
+                let name = CANDIDATES[which].0;
+                let (first, warm) = (pair_numbers(round, concurrency), round == 0);
+                let (conn, scripts) = (conn.clone(), scripts.clone());
+                let measured = run(name, concurrency, slice, first, warm, move |task, i| {
+                    let (conn, scripts) = (conn.clone(), scripts.clone());
+                    async move { pair(name, conn, &scripts, task, i).await }
+                })
+                .await;
+                cells[which].absorb(measured);
+            }
+        }
+        for mut cell in cells {
+            cell.latencies_us.sort_unstable();
+            out.push(cell);
+        }
+    }
+    out
+}
