@@ -65,8 +65,19 @@ struct Shared {
 }
 
 impl Shared {
-    /// One critical section with `token`, checking `held` at each end.
-    async fn section(&self, token: u64, held: impl Fn() -> bool, work: Duration) {
+    /// One critical section with `token`, checking `held` at each end. A
+    /// holder that could not get its token (issued on first ask: it lost
+    /// the lock first, or Redis failed) writes nothing: an error.
+    async fn section(
+        &self,
+        token: Result<u64, redlock_runtime::LockError>,
+        held: impl Fn() -> bool,
+        work: Duration,
+    ) {
+        let Ok(token) = token else {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
         let id = self.counters.next_section.fetch_add(1, Ordering::Relaxed);
         self.counters.acquisitions.fetch_add(1, Ordering::Relaxed);
         let begin = Instant::now();
@@ -209,11 +220,7 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
             0 => match request.acquire().await {
                 Ok(guard) => {
                     shared
-                        .section(
-                            guard.fencing_token().await.expect("fencing token"),
-                            || guard.is_held(),
-                            work,
-                        )
+                        .section(guard.fencing_token().await, || guard.is_held(), work)
                         .await;
                     let _ = guard.release().await;
                 }
@@ -234,11 +241,7 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
                     }
                     Ok(Ok(guard)) => {
                         shared
-                            .section(
-                                guard.fencing_token().await.expect("fencing token"),
-                                || guard.is_held(),
-                                work,
-                            )
+                            .section(guard.fencing_token().await, || guard.is_held(), work)
                             .await;
                         drop(guard); // released from a spawned task
                     }
@@ -255,11 +258,7 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
                     if let Some(held) = current_lock() {
                         let check = held.clone();
                         shared_body
-                            .section(
-                                held.fencing_token().await.expect("fencing token"),
-                                move || check.is_held(),
-                                work,
-                            )
+                            .section(held.fencing_token().await, move || check.is_held(), work)
                             .await;
                     }
                 };
@@ -271,11 +270,7 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
             _ => {
                 if let Ok(guard) = request.acquire().await {
                     shared
-                        .section(
-                            guard.fencing_token().await.expect("fencing token"),
-                            || guard.is_held(),
-                            work,
-                        )
+                        .section(guard.fencing_token().await, || guard.is_held(), work)
                         .await;
                 }
             }

@@ -71,13 +71,12 @@ impl Shared {
     }
 
     async fn guarded(&self, kind: Kind, guard: &LockGuard, work: Duration) {
-        self.section(
-            kind,
-            guard.fencing_token().await.expect("fencing token"),
-            || guard.is_held(),
-            work,
-        )
-        .await;
+        // A token is issued on first ask: a holder that lost its lock first
+        // (or met a failing Redis) gets none, and writes nothing.
+        let Ok(token) = guard.fencing_token().await else {
+            return;
+        };
+        self.section(kind, token, || guard.is_held(), work).await;
     }
 }
 
