@@ -283,7 +283,6 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                     "lock acquired"
                 );
                 let taken = Taken {
-                    core: Arc::downgrade(core),
                     keys,
                     token,
                     fence,

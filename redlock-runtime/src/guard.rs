@@ -114,7 +114,8 @@ impl LockGuard {
         if self.released {
             return Err(self.lost_error(LostReason::Released));
         }
-        self.held.fencing_token().await
+        let limit = self.core.settings().command_timeout;
+        self.held.fencing_token(self.core.backend(), limit).await
     }
 
     /// The lock's `tracing` span, `redlock.hold{key, fencing_token}`: open

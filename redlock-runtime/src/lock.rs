@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,16 +19,12 @@ use tokio::time::Instant;
 use tracing::Span;
 
 use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal};
-use crate::core::Core;
 use crate::error::{LockError, LostReason, Operation};
 use crate::telemetry::{self, Labels};
 
 /// What an acquire that succeeded hands to [`HeldLock::new`].
 #[derive(Debug)]
 pub(crate) struct Taken {
-    /// The client's core, to issue the fencing token later (a `Weak`: the
-    /// watchdog that holds held locks is the core's own).
-    pub(crate) core: Weak<Core>,
     pub(crate) keys: Keys,
     pub(crate) token: String,
     /// The fencing token, when the acquire issued it; 0: not yet (issued
@@ -79,7 +75,6 @@ impl Lease {
 pub(crate) struct HeldLock {
     /// The id of the client core that took it (reentrancy is per client).
     client: u64,
-    core: Weak<Core>,
     keys: Keys,
     token: String,
     /// The fencing token; 0 until it is issued.
@@ -124,7 +119,6 @@ impl HeldLock {
     /// after a confirmed (re)set the lease may be presumed to last.
     pub(crate) fn new(client: u64, taken: Taken, validity: Duration) -> Self {
         let Taken {
-            core,
             keys,
             token,
             fence,
@@ -138,7 +132,6 @@ impl HeldLock {
         let span = telemetry::hold_span(&keys.user, fence);
         Self {
             client,
-            core,
             keys,
             token,
             fence: AtomicU64::new(fence),
@@ -167,7 +160,6 @@ impl HeldLock {
         let mut keys = self.keys.clone();
         keys.kind = crate::backend::Kind::Read;
         let taken = Taken {
-            core: self.core.clone(),
             keys,
             token: self.token.clone(),
             fence: self.fence(),
@@ -215,7 +207,11 @@ impl HeldLock {
     /// it is asked for, by a script that checks this owner still holds the
     /// lock (see the crate docs, "Fencing tokens"). Later asks return the
     /// same token.
-    pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
+    pub(crate) async fn fencing_token(
+        &self,
+        backend: &Backend,
+        limit: Duration,
+    ) -> Result<u64, LockError> {
         if let Some(fence) = self.issued_fence() {
             return Ok(fence);
         }
@@ -230,13 +226,11 @@ impl HeldLock {
         if let Some(reason) = self.reentry_refused() {
             return Err(lost(reason));
         }
-        let core = self.core.upgrade().ok_or(lost(LostReason::Released))?;
         let issue = IssueFence {
             keys: &self.keys,
             token: &self.token,
         };
-        let limit = core.settings().command_timeout;
-        match core.backend().issue_fence(&issue, limit).await {
+        match backend.issue_fence(&issue, limit).await {
             Ok(Some(fence)) => {
                 self.fence.store(fence, Ordering::Release);
                 self.span.record("fencing_token", fence);

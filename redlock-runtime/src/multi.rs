@@ -163,12 +163,13 @@ impl MultiLock {
     /// # Errors
     /// As [`LockRequest::run`](crate::LockRequest::run).
     pub async fn run<F: Future>(self, body: F) -> Result<F::Output, LockError> {
-        let on_lost = self.on_lost;
+        let (on_lost, client) = (self.on_lost, Arc::clone(&self.core));
         let guard = self.acquire().await?;
         // One scope per key, innermost last: each key re-enters.
         let mut scope = RunScope::current();
         for g in &guard.guards {
-            scope = Some(RunScope::enter_under(Arc::clone(g.held()), scope));
+            let core = Arc::clone(&client);
+            scope = Some(RunScope::enter_under(core, Arc::clone(g.held()), scope));
         }
         let body = Box::pin(body);
         let body = async move {
@@ -337,7 +338,6 @@ impl MultiLock {
                         let labels =
                             Labels::new(self.label.as_ref(), &keys.user, core.backend().mode());
                         let taken = Taken {
-                            core: Arc::downgrade(core),
                             keys,
                             token: token.clone(),
                             fence,

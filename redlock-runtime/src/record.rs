@@ -115,7 +115,6 @@ impl Records {
             ClaimReply::Claimed { fence } => {
                 pending.took();
                 let taken = Taken {
-                    core: Arc::downgrade(core),
                     keys: keys.clone(),
                     token,
                     fence,

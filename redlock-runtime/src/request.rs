@@ -262,7 +262,8 @@ impl LockRequest {
             let Some(turn) = acquire::reenter(&outer, &params.key, params.wait).await? else {
                 return Err(busy(params.key, params.wait, None));
             };
-            let scope = RunScope::enter(Arc::clone(&outer.held), outer.depth + 1);
+            let scope =
+                RunScope::enter(Arc::clone(&core), Arc::clone(&outer.held), outer.depth + 1);
             let value = RunScope::run(scope, body).await;
             drop(turn);
             return Ok(value);
@@ -280,7 +281,7 @@ impl LockRequest {
         let body = match params.shape {
             Shape::Permits { .. } => Either::Left(body),
             _ => Either::Right(RunScope::run(
-                RunScope::enter(Arc::clone(guard.held()), 1),
+                RunScope::enter(Arc::clone(&core), Arc::clone(guard.held()), 1),
                 body,
             )),
         };

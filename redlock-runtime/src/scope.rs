@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
 
+use crate::core::Core;
 use crate::lock::{HeldLock, Lost};
 
 tokio::task_local! {
@@ -18,6 +19,8 @@ tokio::task_local! {
 /// One `run` scope: the lock it holds and the scopes around it.
 #[derive(Debug)]
 pub(crate) struct RunScope {
+    /// The client that holds the lock (for a token issued on first ask).
+    core: Arc<Core>,
     pub(crate) held: Arc<HeldLock>,
     /// 1 for the scope that acquired the lock, +1 for each reentry.
     pub(crate) depth: usize,
@@ -29,8 +32,9 @@ pub(crate) struct RunScope {
 
 impl RunScope {
     /// A scope for `held` inside the current one (if any).
-    pub(crate) fn enter(held: Arc<HeldLock>, depth: usize) -> Arc<RunScope> {
+    pub(crate) fn enter(core: Arc<Core>, held: Arc<HeldLock>, depth: usize) -> Arc<RunScope> {
         Arc::new(RunScope {
+            core,
             held,
             depth,
             parent: SCOPE.try_with(Arc::clone).ok(),
@@ -58,8 +62,13 @@ impl RunScope {
 
     /// A scope for `held` inside `parent`: the multi-lock's chain of
     /// scopes, one per key, built before any of them runs.
-    pub(crate) fn enter_under(held: Arc<HeldLock>, parent: Option<Arc<RunScope>>) -> Arc<RunScope> {
+    pub(crate) fn enter_under(
+        core: Arc<Core>,
+        held: Arc<HeldLock>,
+        parent: Option<Arc<RunScope>>,
+    ) -> Arc<RunScope> {
         Arc::new(RunScope {
+            core,
             held,
             depth: 1,
             parent,
@@ -129,6 +138,7 @@ pub enum OnLost {
 pub fn current_lock() -> Option<CurrentLock> {
     SCOPE
         .try_with(|scope| CurrentLock {
+            core: Arc::clone(&scope.core),
             held: Arc::clone(&scope.held),
             depth: scope.depth,
         })
@@ -139,6 +149,7 @@ pub fn current_lock() -> Option<CurrentLock> {
 /// task; see [`current_lock`].
 #[derive(Clone)]
 pub struct CurrentLock {
+    core: Arc<Core>,
     held: Arc<HeldLock>,
     depth: usize,
 }
@@ -155,7 +166,8 @@ impl CurrentLock {
     /// # Errors
     /// As [`LockGuard::fencing_token`](crate::LockGuard::fencing_token).
     pub async fn fencing_token(&self) -> Result<u64, crate::LockError> {
-        self.held.fencing_token().await
+        let limit = self.core.settings().command_timeout;
+        self.held.fencing_token(self.core.backend(), limit).await
     }
 
     /// True while the lock is presumed held (see

@@ -261,7 +261,6 @@ mod tests {
     fn held(ttl_ms: u64, sent: Instant, renew: bool) -> Arc<HeldLock> {
         let ttl = Duration::from_millis(ttl_ms);
         let taken = Taken {
-            core: std::sync::Weak::new(),
             keys: Keys::new("lock:", format!("k{ttl_ms}")),
             token: "t".to_owned(),
             fence: 1,

@@ -13,9 +13,8 @@
 //!   of the granting majority, and the release raises every node's counter
 //!   to it. The argument, with its assumptions, is in the crate docs
 //!   ("Fencing tokens").
-//! - **Extend** needs a majority; **release** goes to every node. A dropped
-//!   acquire is given back on every node, after its node commands still on
-//!   their way ([`QuorumBackend::give_back`]).
+//! - **Extend** needs a majority; **release** goes to every node; a dropped
+//!   acquire is given back everywhere ([`QuorumBackend::give_back`]).
 //! - With a **restart delay**, a node grants nothing until the delay has
 //!   passed since it started (read from its uptime on each new connection),
 //!   so it cannot help a second owner to a majority while the first still
@@ -33,7 +32,6 @@ use super::redis::RedisBackend;
 use super::votes::{Answer, Tally, detail};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
 use crate::error::{ConnectFailure, QuorumDetail};
-
 mod inspect;
 
 /// One Redis master of the quorum.

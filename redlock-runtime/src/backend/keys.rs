@@ -1,0 +1,150 @@
+//! [`Keys`]: where one lock, record or synchronizer lives in Redis, and
+//! [`Kind`]: which of them it is.
+
+/// The Redis keys of one lock: the lease and its fencing counter, sharing a
+/// `{hash tag}` so Redis Cluster puts them in one slot.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    /// What they hold: a lock, or an idempotency record.
+    pub(crate) kind: Kind,
+    /// The key as the user gave it (for errors and logs; a record's is the
+    /// hash of its key, never the raw key).
+    pub(crate) user: String,
+    /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
+    pub(crate) lock: String,
+    /// `prefix{user}:fence`: the fencing counter, kept for the retention
+    /// after each acquire (tokens never go back: see the crate docs). A
+    /// semaphore's permit counts (a hash), a latch's request ids (a set).
+    pub(crate) fence: String,
+    /// A read/write lock's readers (a sorted set: token -> lease deadline
+    /// on Redis's clock); empty for other kinds.
+    pub(crate) readers: String,
+    /// A read/write lock's waiting writers (a sorted set: token -> presence
+    /// deadline), which keep new readers out; empty for other kinds.
+    pub(crate) writers: String,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, user: String) -> Self {
+        let lock = format!("{prefix}{{{user}}}");
+        let fence = format!("{lock}:fence");
+        Self {
+            kind: Kind::Lock,
+            user,
+            lock,
+            fence,
+            readers: String::new(),
+            writers: String::new(),
+        }
+    }
+
+    /// A read/write lock's keys, for its `Read` or `Write` side:
+    /// `prefix{user}:rw` (the writer's token, and the channel every
+    /// release publishes on), its fencing counter, readers and waiting
+    /// writers, under one hash tag.
+    pub(crate) fn rw(prefix: &str, user: String, kind: Kind) -> Self {
+        let lock = format!("{prefix}{{{user}}}:rw");
+        Self {
+            kind,
+            fence: format!("{lock}:fence"),
+            readers: format!("{lock}:readers"),
+            writers: format!("{lock}:writers"),
+            user,
+            lock,
+        }
+    }
+
+    /// A semaphore's keys: `prefix{user}:sem`, its holders (token -> lease
+    /// deadline), and in `fence` each holder's permit count (a hash).
+    pub(crate) fn semaphore(prefix: &str, user: String, limit: u32, permits: u32) -> Self {
+        let lock = format!("{prefix}{{{user}}}:sem");
+        Self {
+            kind: Kind::Permits { limit, permits },
+            fence: format!("{lock}:permits"),
+            readers: String::new(),
+            writers: String::new(),
+            user,
+            lock,
+        }
+    }
+
+    /// A countdown latch's keys: `prefix{user}:latch` (a hash with its
+    /// count), and in `fence` the ids of the count-downs done (a set).
+    pub(crate) fn latch(prefix: &str, user: String) -> Self {
+        let lock = format!("{prefix}{{{user}}}:latch");
+        Self {
+            kind: Kind::Latch,
+            fence: format!("{lock}:ids"),
+            readers: String::new(),
+            writers: String::new(),
+            user,
+            lock,
+        }
+    }
+
+    /// The keys a renewal of this kind resets: the lock (a lock, a record,
+    /// a writer), the readers (a reader), or the holders and their counts
+    /// (a semaphore's permits).
+    pub(crate) fn renewed(&self) -> (&str, Option<&str>) {
+        match self.kind {
+            Kind::Read => (&self.readers, None),
+            Kind::Permits { .. } => (&self.lock, Some(&self.fence)),
+            Kind::Lock | Kind::Record | Kind::Write | Kind::Latch => (&self.lock, None),
+        }
+    }
+
+    /// The hash tag the keys share (what Redis Cluster hashes).
+    pub(crate) fn tag(&self) -> &str {
+        let lock = self.lock.as_str();
+        lock.find('{')
+            .and_then(|open| {
+                let rest = &lock[open + 1..];
+                rest.find('}')
+                    .filter(|&len| len > 0)
+                    .map(|len| &rest[..len])
+            })
+            .unwrap_or(lock)
+    }
+
+    /// An idempotency record at `record` (named `user` in logs) with its
+    /// fencing counter at `fence`, under one hash tag.
+    pub(crate) fn record(user: String, record: String, fence: String) -> Self {
+        Self {
+            kind: Kind::Record,
+            user,
+            lock: record,
+            fence,
+            readers: String::new(),
+            writers: String::new(),
+        }
+    }
+
+    /// Fair mode: the waiters' tokens in arrival order (a list).
+    pub(crate) fn queue(&self) -> String {
+        format!("{}:queue", self.lock)
+    }
+
+    /// Fair mode: each waiter's presence deadline (a sorted set).
+    pub(crate) fn waiters(&self) -> String {
+        format!("{}:waiters", self.lock)
+    }
+}
+
+/// What a set of [`Keys`] holds: each verb below acts on either, with the
+/// scripts (and memory maps) of its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A lock: a string key holding the owner token.
+    Lock,
+    /// An idempotency record: a hash with its state, owner and result (see
+    /// `scripts::RECORD_CLAIM`).
+    Record,
+    /// A read/write lock's shared side: one lease among its readers.
+    Read,
+    /// A read/write lock's exclusive side: the writer's token, fenced.
+    Write,
+    /// `permits` of a semaphore of `limit`, under one lease.
+    Permits { limit: u32, permits: u32 },
+    /// A countdown latch (not a lease: see [`LatchCall`]).
+    Latch,
+}

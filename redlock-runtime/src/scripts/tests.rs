@@ -1,0 +1,174 @@
+//! Every script is cluster-safe, and the check can fail.
+
+use super::*;
+
+/// The text of every `redis.call(...)` / `redis.pcall(...)` argument
+/// list in `text`, up to its closing parenthesis.
+fn calls(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("redis.") {
+        let rest = &text[at..];
+        let Some(open) = rest.find('(') else { continue };
+        let head = &rest[..open];
+        if head != "redis.call" && head != "redis.pcall" {
+            continue;
+        }
+        let mut depth = 0;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push(&rest[open + 1..open + i]);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Splits a call's arguments at the top-level commas.
+fn arguments(call: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in call.char_indices() {
+        match c {
+            '(' | '{' => depth += 1,
+            ')' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(call[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(call[start..].trim());
+    out
+}
+
+/// Commands whose first argument is a key (or, for the publishes, a
+/// channel that Redis Cluster routes by slot like a key).
+const KEYED: [&str; 23] = [
+    "GET",
+    "SET",
+    "DEL",
+    "EXISTS",
+    "PEXPIRE",
+    "PTTL",
+    "PUBLISH",
+    "SPUBLISH",
+    "LINDEX",
+    "LPOP",
+    "RPUSH",
+    "LREM",
+    "ZSCORE",
+    "ZADD",
+    "ZREM",
+    "HSET",
+    "ZRANGE",
+    "ZRANGEBYSCORE",
+    "ZREMRANGEBYSCORE",
+    "ZCARD",
+    "SADD",
+    "SISMEMBER",
+    "ZCOUNT",
+];
+
+/// What in `text` a cluster or proxy would reject: a command name that
+/// is not a literal, a key not taken from `KEYS`, a key built in Lua.
+fn problems(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let found = calls(text);
+    if found.is_empty() {
+        out.push("no redis.call found".to_owned());
+    }
+    for call in found {
+        let args = arguments(call);
+        let command = args[0];
+        // A literal command name: a quoted upper-case word.
+        let Some(name) = command
+            .strip_prefix('\'')
+            .and_then(|c| c.strip_suffix('\''))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase()))
+        else {
+            out.push(format!("command name is not a literal: {call}"));
+            continue;
+        };
+        if name == "PUBSUB" {
+            // `PUBSUB NUMSUB channel`: the channel is the lock's key.
+            let channel = args.get(2).copied().unwrap_or("");
+            if !channel.starts_with("KEYS[") {
+                out.push(format!("PUBSUB on a channel not from KEYS: {call}"));
+            }
+        } else if KEYED.contains(&name) || name.starts_with('H') {
+            // Its key is one of KEYS, or a parameter of a shared Lua
+            // function that is only ever given one (checked below).
+            let key = args.get(1).copied().unwrap_or("");
+            if !(key.starts_with("KEYS[") || ["key", "queue", "waiters"].contains(&key)) {
+                out.push(format!("{name} on a key not from KEYS: {call}"));
+            }
+        } else if name != "TIME" {
+            out.push(format!(
+                "unknown command {name} (add it to KEYED if keyed): {call}"
+            ));
+        }
+    }
+    // No key is built inside Lua: no string concatenation at all.
+    if text.contains("..") {
+        out.push("string concatenation".to_owned());
+    }
+    for helper in ["next_fence(", "purge(", "drop_expired(", "keep_key("] {
+        for (at, _) in text.match_indices(helper) {
+            if !text[..at].ends_with("function ") && !text[at + helper.len()..].starts_with("KEYS[")
+            {
+                out.push(format!("{helper}..) given a key not from KEYS"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_script_is_cluster_safe() {
+    for (name, script) in ALL {
+        for publish in [Publish::Plain, Publish::Sharded] {
+            let found = problems(&script.text(publish));
+            assert!(found.is_empty(), "{name} ({publish:?}): {found:?}");
+        }
+    }
+}
+
+#[test]
+fn the_check_finds_what_a_cluster_rejects() {
+    for bad in [
+        "redis.call('GET', 'lock:' .. ARGV[1])",
+        "redis.call('GET', ARGV[1])",
+        "redis.call(ARGV[2], KEYS[1])",
+        "local c = 'DEL'; redis.call(c, KEYS[1])",
+        "redis.call('SET', KEYS[1] .. ':x', 1)",
+        "redis.call('EVAL', 'return 1', 0)",
+        "local x = next_fence(ARGV[1], 1, t)",
+        "return 1",
+    ] {
+        assert!(!problems(bad).is_empty(), "not caught: {bad}");
+    }
+    assert!(problems("redis.call('DEL', KEYS[1])").is_empty());
+}
+
+#[test]
+fn sharded_variants_publish_with_spublish_only() {
+    for (name, script) in ALL {
+        let sharded = script.text(Publish::Sharded);
+        assert!(!sharded.contains("'PUBLISH'"), "{name}");
+        let plain = script.text(Publish::Plain);
+        assert!(!plain.contains("SPUBLISH"), "{name}");
+        assert_eq!(
+            plain.contains("'PUBLISH'"),
+            sharded.contains("'SPUBLISH'"),
+            "{name}"
+        );
+    }
+}
