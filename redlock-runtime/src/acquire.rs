@@ -243,14 +243,9 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     let mut subscription: Option<Subscription> = None;
     let presence = settings.retry.max() * 3 + settings.command_timeout;
     let last = loop {
-        let mut woken = subscription
-            .as_ref()
-            .map(|s| Box::pin(Arc::clone(s.notify()).notified_owned()));
-        if let Some(woken) = woken.as_mut() {
-            // Registered before the attempt: a release published while
-            // it is in flight still wakes us.
-            woken.as_mut().enable();
-        }
+        // Armed before the attempt: a release published while it is in
+        // flight still wakes us.
+        let mut woken = subscription.as_ref().map(Subscription::armed);
         let remaining = deadline.saturating_duration_since(Instant::now());
         let limit = if p.wait.is_zero() {
             settings.command_timeout
@@ -338,15 +333,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         }
         let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
         retries = retries.saturating_add(1);
-        match woken {
-            Some(woken) => {
-                tokio::select! {
-                    () = tokio::time::sleep(sleep) => {}
-                    () = woken => {}
-                }
-            }
-            None => tokio::time::sleep(sleep).await,
-        }
+        crate::wakeups::nap(sleep, woken).await;
     };
     // Dropped here: anything an attempt may hold is given back.
     drop(pending);

@@ -11,6 +11,7 @@ use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
 use crate::util::{MAX_KEY_LEN, validate_key, validate_ttl, validate_wait};
+use crate::wakeups::Subscription;
 
 /// The shortest time a read while waiting is given.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
@@ -223,12 +224,7 @@ impl Latch {
         let mut seen = false;
         let mut retries = 0u32;
         loop {
-            let mut woken = subscription
-                .as_ref()
-                .map(|s| Box::pin(Arc::clone(s.notify()).notified_owned()));
-            if let Some(woken) = woken.as_mut() {
-                woken.as_mut().enable();
-            }
+            let woken = subscription.as_ref().map(Subscription::armed);
             let remaining = deadline.saturating_duration_since(Instant::now());
             let limit = settings.command_timeout.min(remaining.max(MIN_ATTEMPT));
             let (last, ttl_left) = match self.call(&keys, LatchOp::Read, limit).await {
@@ -260,15 +256,7 @@ impl Latch {
             }
             let sleep = next_sleep(&settings.retry, retries, ttl_left, remaining);
             retries = retries.saturating_add(1);
-            match woken {
-                Some(woken) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(sleep) => {}
-                        () = woken => {}
-                    }
-                }
-                None => tokio::time::sleep(sleep).await,
-            }
+            crate::wakeups::nap(sleep, woken).await;
         }
     }
 }

@@ -307,12 +307,7 @@ impl MultiLock {
         let mut retries = 0u32;
         let waits = deadline > Instant::now();
         loop {
-            let mut woken = subscription
-                .as_ref()
-                .map(|(_, s)| Box::pin(Arc::clone(s.notify()).notified_owned()));
-            if let Some(woken) = woken.as_mut() {
-                woken.as_mut().enable();
-            }
+            let woken = subscription.as_ref().map(|(_, s)| s.armed());
             let remaining = deadline.saturating_duration_since(Instant::now());
             let limit = if waits {
                 settings.command_timeout.min(remaining.max(MIN_ATTEMPT))
@@ -389,15 +384,7 @@ impl MultiLock {
             }
             let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
             retries = retries.saturating_add(1);
-            match woken {
-                Some(woken) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(sleep) => {}
-                        () = woken => {}
-                    }
-                }
-                None => tokio::time::sleep(sleep).await,
-            }
+            crate::wakeups::nap(sleep, woken).await;
         }
     }
 }

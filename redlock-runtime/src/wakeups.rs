@@ -304,6 +304,30 @@ impl Subscription {
     pub(crate) fn notify(&self) -> &Arc<Notify> {
         &self.notify
     }
+
+    /// A wake-up armed now: a release published from now on (while the
+    /// next attempt is in flight, too) completes it.
+    pub(crate) fn armed(&self) -> Armed {
+        let mut woken = Box::pin(Arc::clone(&self.notify).notified_owned());
+        woken.as_mut().enable();
+        Armed(woken)
+    }
+}
+
+/// A wake-up armed before an attempt (see [`Subscription::armed`]).
+pub(crate) struct Armed(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>);
+
+/// Sleeps `sleep` (the backoff), or less when `woken` fires first.
+pub(crate) async fn nap(sleep: Duration, woken: Option<Armed>) {
+    match woken {
+        Some(Armed(woken)) => {
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = woken => {}
+            }
+        }
+        None => tokio::time::sleep(sleep).await,
+    }
 }
 
 impl Drop for Subscription {

@@ -367,15 +367,6 @@ impl ClusterBackend {
         issue_fence(issue: IssueFence<'_>) -> Option<u64>;
     }
 
-    /// The clock of the server that serves an arbitrary key.
-    pub(crate) async fn time(self: &Arc<Self>, limit: Duration) -> Result<u64, OpError> {
-        let keys = Keys::new("", "clock".to_owned());
-        self.route(&keys, limit, |server, left| async move {
-            server.backend.time(left).await
-        })
-        .await
-    }
-
     /// Reads the slot map: every listed node that answers must be in
     /// cluster mode, and at least one must answer.
     pub(crate) async fn check(&self) -> Result<(), OpError> {

@@ -31,6 +31,18 @@ macro_rules! routed_verbs {
                 .await
             }
         )*
+
+        /// The clock of the server that serves an arbitrary key.
+        pub(crate) async fn time(
+            self: &std::sync::Arc<Self>,
+            limit: std::time::Duration,
+        ) -> Result<u64, OpError> {
+            let keys = Keys::new("", "clock".to_owned());
+            self.route(&keys, limit, |server, left| async move {
+                server.backend.time(left).await
+            })
+            .await
+        }
     };
 }
 

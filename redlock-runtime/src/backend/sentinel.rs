@@ -289,15 +289,6 @@ impl SentinelBackend {
         issue_fence(issue: IssueFence<'_>) -> Option<u64>;
     }
 
-    /// The clock of the server that serves an arbitrary key.
-    pub(crate) async fn time(self: &Arc<Self>, limit: Duration) -> Result<u64, OpError> {
-        let keys = Keys::new("", "clock".to_owned());
-        self.route(&keys, limit, |server, left| async move {
-            server.backend.time(left).await
-        })
-        .await
-    }
-
     pub(crate) async fn extend_many(
         self: &Arc<Self>,
         items: &[Renewal<'_>],
