@@ -160,6 +160,7 @@ async fn a_writer_is_not_starved_by_readers(nodes: Nodes) {
         .await
         .expect("the writer gets in");
     let waited = started.elapsed();
+    eprintln!("a writer among arriving readers (holds of {HOLD:?}) got in after {waited:?}");
     stop.store(true, Ordering::SeqCst);
     write.release().await.expect("write release");
     for r in readers {
@@ -257,6 +258,10 @@ async fn a_downgrade_lets_readers_in_without_a_gap(nodes: Nodes) {
     assert!(read.is_held());
     for w in waiting {
         let at = w.await.expect("reader");
+        eprintln!(
+            "downgrade: a reader in after {:?}",
+            at.saturating_duration_since(downgraded_at)
+        );
         assert!(
             at.saturating_duration_since(downgraded_at) <= Duration::from_millis(50) + nodes.slack,
             "a reader came in {:?} after the downgrade",
@@ -384,6 +389,10 @@ async fn freeing_three_permits_lets_three_waiters_in(nodes: Nodes) {
     three.release().await.expect("release three");
     for w in waiters {
         let at = w.await.expect("waiter");
+        eprintln!(
+            "3 permits freed: a waiter in after {:?}",
+            at.saturating_duration_since(freed)
+        );
         assert!(
             at.saturating_duration_since(freed) <= Duration::from_millis(50) + nodes.slack,
             "a waiter came in {:?} after 3 permits were freed",
@@ -451,6 +460,10 @@ async fn a_latch_wakes_every_waiter(nodes: Nodes) {
     assert_eq!(latch.count().await.expect("count"), Some(0));
     for w in waiters {
         let at = w.await.expect("waiter").expect("the latch opened");
+        eprintln!(
+            "latch: a waiter returned {:?} after the last count-down",
+            at.saturating_duration_since(last)
+        );
         assert!(
             at.saturating_duration_since(last) <= Duration::from_millis(50) + nodes.slack,
             "a waiter returned {:?} after the last count-down",

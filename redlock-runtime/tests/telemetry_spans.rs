@@ -29,11 +29,14 @@ async fn spans_carry_the_key_and_the_fencing_token() {
     let token = locks
         .lock("invoice:7")
         .run(async {
-            tracing::info!("writing the invoice");
-            match redlock_runtime::current_lock() {
+            // The token is recorded on the hold span once issued (here, on
+            // first ask): events from then on carry it.
+            let token = match redlock_runtime::current_lock() {
                 Some(held) => Some(held.fencing_token().await.expect("fencing token")),
                 None => None,
-            }
+            };
+            tracing::info!("writing the invoice");
+            token
         })
         .await
         .expect("run")
