@@ -28,12 +28,13 @@
 //!   floor, so after a restart without persistence the counter starts
 //!   over at 1 and repeats tokens already issued;
 //! - `release_publish_always`: `SET NX PX`, then a release that always
-//!   `PUBLISH`es on the key's channel after the `DEL`: against `set_nx`,
-//!   whose release publishes nothing;
-//! - `release_numsub`: `SET NX PX`, then the runtime's release (its
-//!   `RELEASE`, copied in [`RELEASE_NUMSUB`]): `PUBSUB NUMSUB` first, and
-//!   `PUBLISH` only when someone listens. Nobody subscribes here, so it
-//!   never publishes: the cost measured is the check.
+//!   `PUBLISH`es on the key's channel after the `DEL` (the runtime's):
+//!   against `set_nx`, whose release publishes nothing;
+//! - `release_numsub`: `SET NX PX`, then a release that checks `PUBSUB
+//!   NUMSUB` first and `PUBLISH`es only when someone listens (a candidate
+//!   the runtime tried and dropped: slower here, and it misses waiters
+//!   subscribed on a replica). Nobody subscribes here, so it never
+//!   publishes: the cost measured is the check.
 //!
 //! The fencing counters of `lua_fence` and `set_nx_lazy_token` (kept for
 //! [`FENCE_RETENTION`]) and of `multi_incr` (no expiry) stay on the server
@@ -68,11 +69,11 @@ pub(crate) const CANDIDATES: [(&str, &str); 6] = [
     ),
     (
         "release_publish_always",
-        "SET NX PX + Lua release that always PUBLISHes",
+        "SET NX PX + Lua release that always PUBLISHes (the runtime's)",
     ),
     (
         "release_numsub",
-        "SET NX PX + Lua release: PUBLISH only if PUBSUB NUMSUB > 0 (the runtime's)",
+        "SET NX PX + Lua release: PUBLISH only if PUBSUB NUMSUB > 0",
     ),
 ];
 
@@ -146,10 +147,10 @@ end
 return 0
 ";
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `RELEASE_BODY` (the
-/// `PUBLISH` text, for one server): publishes only when `PUBSUB NUMSUB`
-/// finds a subscriber. Sent with one key and one argument, as the runtime
-/// sends it outside Redlock, so the counter branch is never taken.
+/// The runtime's `RELEASE_BODY` (`redlock-runtime/src/scripts.rs`) as it
+/// was with a `PUBSUB NUMSUB` check, which it dropped: publishes only when
+/// the check finds a subscriber. Sent with one key and one argument, so
+/// the counter branch is never taken.
 const RELEASE_NUMSUB: &str = r"
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then

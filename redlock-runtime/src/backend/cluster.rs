@@ -47,11 +47,7 @@ use super::conn::ASKING;
 use super::open::{self, Connect};
 use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
-use super::{
-    Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Inspect, Inspection, IssueFence, Keys, LatchCall, LatchReply,
-    OpError, Renewal,
-};
+use super::{Keys, OpError};
 use crate::error::ConnectFailure;
 
 /// How long to pause before sending again after `TRYAGAIN`.
@@ -352,20 +348,7 @@ impl ClusterBackend {
         }
     }
 
-    routed_verbs! {
-        acquire(request: Acquire<'_>) -> AcquireReply;
-        extend(renewal: Renewal<'_>) -> bool;
-        end(end: End<'_>) -> Ended;
-        give_back(give_back: GiveBack<'_>) -> bool;
-        claim(claim: Claim<'_>) -> ClaimReply;
-        complete(complete: Complete<'_>) -> bool;
-        downgrade(downgrade: Downgrade<'_>) -> bool;
-        available(available: Available<'_>) -> u32;
-        latch(call: LatchCall<'_>) -> LatchReply;
-        acquire_group(group: GroupAcquire<'_>) -> GroupReply;
-        inspect(inspect: Inspect<'_>) -> Inspection;
-        issue_fence(issue: IssueFence<'_>) -> Option<u64>;
-    }
+    routed_verbs!();
 
     /// Reads the slot map: every listed node that answers must be in
     /// cluster mode, and at least one must answer.

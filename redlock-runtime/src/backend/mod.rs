@@ -16,9 +16,27 @@ pub use requests::*;
 /// The verbs of a store that sends each call to one Redis it picks (a
 /// cluster's slot master, Sentinel's primary) through its own
 /// `route(keys, limit, call)`, which follows that store's redirections and
-/// failovers within `limit`. Expands inside its `impl`.
+/// failovers within `limit`. Expands inside its `impl`; the list of verbs
+/// is written once, here, for every such store.
 macro_rules! routed_verbs {
-    ($($verb:ident($request:ident: $ty:ty) -> $out:ty;)*) => {
+    () => {
+        routed_verbs! {
+            @each
+            acquire(request: $crate::backend::Acquire<'_>) -> $crate::backend::AcquireReply;
+            extend(renewal: $crate::backend::Renewal<'_>) -> bool;
+            end(end: $crate::backend::End<'_>) -> $crate::backend::Ended;
+            give_back(give_back: $crate::backend::GiveBack<'_>) -> bool;
+            claim(claim: $crate::backend::Claim<'_>) -> $crate::backend::ClaimReply;
+            complete(complete: $crate::backend::Complete<'_>) -> bool;
+            downgrade(downgrade: $crate::backend::Downgrade<'_>) -> bool;
+            available(available: $crate::backend::Available<'_>) -> u32;
+            latch(call: $crate::backend::LatchCall<'_>) -> $crate::backend::LatchReply;
+            acquire_group(group: $crate::backend::GroupAcquire<'_>) -> $crate::backend::GroupReply;
+            inspect(inspect: $crate::backend::Inspect<'_>) -> $crate::backend::Inspection;
+            issue_fence(issue: $crate::backend::IssueFence<'_>) -> Option<u64>;
+        }
+    };
+    (@each $($verb:ident($request:ident: $ty:ty) -> $out:ty;)*) => {
         $(
             pub(crate) async fn $verb(
                 self: &std::sync::Arc<Self>,

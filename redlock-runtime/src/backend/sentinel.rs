@@ -32,11 +32,7 @@ use tokio::time::Instant;
 use super::open::{self, Connect};
 use super::redis::RedisBackend;
 use super::slots::Addr;
-use super::{
-    Acquire, AcquireReply, Available, Claim, ClaimReply, Complete, Downgrade, End, Ended, GiveBack,
-    GroupAcquire, GroupReply, Inspect, Inspection, IssueFence, Keys, LatchCall, LatchReply,
-    OpError, Renewal,
-};
+use super::{Keys, OpError, Renewal};
 use crate::error::ConnectFailure;
 
 /// The longest one Sentinel may take to answer.
@@ -274,20 +270,7 @@ impl SentinelBackend {
         runtime.spawn(watch_switches(Arc::downgrade(self)));
     }
 
-    routed_verbs! {
-        acquire(request: Acquire<'_>) -> AcquireReply;
-        extend(renewal: Renewal<'_>) -> bool;
-        end(end: End<'_>) -> Ended;
-        give_back(give_back: GiveBack<'_>) -> bool;
-        claim(claim: Claim<'_>) -> ClaimReply;
-        complete(complete: Complete<'_>) -> bool;
-        downgrade(downgrade: Downgrade<'_>) -> bool;
-        available(available: Available<'_>) -> u32;
-        latch(call: LatchCall<'_>) -> LatchReply;
-        acquire_group(group: GroupAcquire<'_>) -> GroupReply;
-        inspect(inspect: Inspect<'_>) -> Inspection;
-        issue_fence(issue: IssueFence<'_>) -> Option<u64>;
-    }
+    routed_verbs!();
 
     pub(crate) async fn extend_many(
         self: &Arc<Self>,

@@ -97,13 +97,7 @@ fn problems(text: &str) -> Vec<String> {
             out.push(format!("command name is not a literal: {call}"));
             continue;
         };
-        if name == "PUBSUB" {
-            // `PUBSUB NUMSUB channel`: the channel is the lock's key.
-            let channel = args.get(2).copied().unwrap_or("");
-            if !channel.starts_with("KEYS[") {
-                out.push(format!("PUBSUB on a channel not from KEYS: {call}"));
-            }
-        } else if KEYED.contains(&name) || name.starts_with('H') {
+        if KEYED.contains(&name) || name.starts_with('H') {
             // Its key is one of KEYS, or a parameter of a shared Lua
             // function that is only ever given one (checked below).
             let key = args.get(1).copied().unwrap_or("");
