@@ -107,8 +107,9 @@ end
 /// `{0, pttl}` when another owner holds it, `{-4, ms left}` before
 /// `ARGV[5]`. When the lock already holds `ARGV[1]` (an earlier attempt of
 /// this same acquire got through but its answer was lost) the lease is
-/// reset and the fence of that attempt returned, so a retried acquire never
-/// locks itself out.
+/// reset and a new token issued (the earlier attempt may have been a plain
+/// `SET NX`, which issued none), so a retried acquire never locks itself
+/// out nor repeats the previous holder's token.
 pub(crate) static ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_BODY]);
 const ACQUIRE_BODY: &str = r"
 local t = redis.call('TIME')
@@ -119,8 +120,11 @@ local fence
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   fence = next_fence(KEYS[2], ARGV[3], t)
 elseif redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- Ours already (an earlier attempt, maybe a plain SET NX whose answer
+  -- was lost): the counter may still hold the previous holder's token, so
+  -- issue a new one, inside this tenure.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+  fence = next_fence(KEYS[2], ARGV[3], t)
 else
   return {0, redis.call('PTTL', KEYS[1])}
 end
