@@ -578,9 +578,12 @@ impl LockClientBuilder {
                 let backend = std::sync::Arc::new(backend);
                 let following = std::sync::Arc::downgrade(&backend);
                 // The subscriber connects to whichever server is primary.
-                let wakeups = Wakeups::following(std::sync::Arc::new(move || {
-                    following.upgrade().and_then(|b| b.primary_client())
-                }));
+                let wakeups = Wakeups::following(crate::wakeups::Follow {
+                    resolve: std::sync::Arc::new(move || {
+                        following.upgrade().and_then(|b| b.primary_client())
+                    }),
+                    switches: backend.switches(),
+                });
                 settings.target = name;
                 (Backend::Sentinel(backend), wakeups)
             }

@@ -14,6 +14,14 @@
 //! a cluster older than Redis 7 there is no sharded pub/sub: releases skip
 //! the publish and waiters poll.
 //!
+//! Through Sentinel the subscriber follows the primary: it connects to
+//! the primary the client uses, and moves as soon as the client switches
+//! to another one (a `+switch-master` announcement, or a command that
+//! found the old one gone). Staying on the old server would lose every
+//! release: a primary that was paused or cut off, or one demoted after a
+//! second failover that does not replicate yet, never sees the new
+//! primary's publishes.
+//!
 //! A message can be missed (the subscriber reconnecting, a lease that ran
 //! out instead of being released): waiters therefore keep polling with
 //! backoff, capped by the holder's remaining lease, so a missed message
@@ -27,7 +35,7 @@ use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionInfo, PushInfo, PushKind};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// How long to wait before reconnecting a lost subscriber connection.
 const RECONNECT_DELAY: Duration = Duration::from_millis(200);
@@ -44,8 +52,14 @@ impl std::fmt::Debug for Delivery {
     }
 }
 
-/// Gives the server to subscribe on now, if known.
-pub(crate) type Resolver = Arc<dyn Fn() -> Option<redis::Client> + Send + Sync>;
+/// Where a subscriber that follows the primary (Sentinel) connects, and
+/// when it must move.
+pub(crate) struct Follow {
+    /// The server to subscribe on now (the primary), if known.
+    pub(crate) resolve: Arc<dyn Fn() -> Option<redis::Client> + Send + Sync>,
+    /// Changes each time the client switches to another primary.
+    pub(crate) switches: watch::Receiver<u64>,
+}
 
 /// How to (un)subscribe on the live subscriber connection.
 #[derive(Clone)]
@@ -96,9 +110,9 @@ struct Inner {
 enum Delivery {
     /// Redis: a subscriber connection opened with this client.
     Subscriber(Box<redis::Client>),
-    /// Redis (Sentinel): a subscriber connection to whichever server this
-    /// gives now (the primary), asked again at each reconnect.
-    Following(Resolver),
+    /// Redis (Sentinel): a subscriber connection to the primary in use,
+    /// moved to the next one at each switch.
+    Following(Follow),
     /// Redis Cluster: sharded pub/sub through a cluster connection seeded
     /// with these nodes.
     Sharded(Vec<ConnectionInfo>),
@@ -175,10 +189,10 @@ impl Wakeups {
         Self::with(Delivery::Subscriber(Box::new(client)))
     }
 
-    /// Wake-ups through a subscriber connection to the server `resolve`
-    /// names at each (re)connect.
-    pub(crate) fn following(resolve: Resolver) -> Self {
-        Self::with(Delivery::Following(resolve))
+    /// Wake-ups through a subscriber connection to the server `follow`
+    /// names, moved at each of its switches.
+    pub(crate) fn following(follow: Follow) -> Self {
+        Self::with(Delivery::Following(follow))
     }
 
     /// Wake-ups through sharded pub/sub on the Redis Cluster these nodes
@@ -367,10 +381,18 @@ impl Drop for Subscription {
 /// every watched channel (again after a reconnect) and wakes the watchers
 /// of each message's channel.
 async fn subscriber(inner: Arc<Inner>) {
+    let mut switches = match &inner.delivery {
+        Delivery::Following(follow) => Some(follow.switches.clone()),
+        _ => None,
+    };
     loop {
+        // A switch from now on moves the connection made below.
+        if let Some(switches) = switches.as_mut() {
+            switches.borrow_and_update();
+        }
         let client = match &inner.delivery {
             Delivery::Subscriber(client) => (**client).clone(),
-            Delivery::Following(resolve) => match resolve() {
+            Delivery::Following(follow) => match (follow.resolve)() {
                 Some(client) => client,
                 None => {
                     if closed_within(&inner, RECONNECT_DELAY).await {
@@ -419,10 +441,15 @@ async fn subscriber(inner: Arc<Inner>) {
         for channel in inner.state().channels.values() {
             channel.wake_all();
         }
+        let mut moving = false;
         if subscribed {
             loop {
                 let msg = tokio::select! {
                     () = inner.closed.notified() => return,
+                    () = switched(&mut switches) => {
+                        moving = true;
+                        break;
+                    }
                     msg = stream.next() => msg,
                 };
                 let Some(msg) = msg else { break };
@@ -436,11 +463,28 @@ async fn subscriber(inner: Arc<Inner>) {
             }
         }
         inner.state().sink = None;
+        if moving {
+            // At once: the new primary is known, and each release until
+            // the subscriber is there costs a waiter a backoff step.
+            tracing::debug!(target: "redlock", "the primary changed; the wake-up subscriber moves to it");
+            continue;
+        }
         tracing::debug!(target: "redlock", "wake-up subscriber connection lost; reconnecting");
         if closed_within(&inner, RECONNECT_DELAY).await {
             return;
         }
     }
+}
+
+/// Completes when the primary a following subscriber is on changes; never
+/// for the other subscribers (nor once the client is gone).
+async fn switched(switches: &mut Option<watch::Receiver<u64>>) {
+    if let Some(switches) = switches
+        && switches.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// The cluster's subscriber: one redis-rs cluster connection (RESP3) whose

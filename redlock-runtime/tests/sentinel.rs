@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{ConfigError, LockClient, LockError, Mode, RetryPolicy};
-use redlock_tests::{MASTER_NAME, RedisServer, SentinelSet};
+use redlock_tests::{MASTER_NAME, RedisServer, SentinelSet, raw_connection};
 use tokio::time::Instant;
 
 /// The client's debug logs, shown with a failing test's output.
@@ -106,12 +106,104 @@ async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_pri
     eprintln!("sentinel failover: the waiter got the lock {latency:?} after the release");
     assert!(
         latency <= Duration::from_millis(100),
-        "the waiter (backoff 2 s) took {latency:?}: its wake-up did not follow the new primary"
+        "the waiter (backoff 2 s) took {latency:?}: its wake-up did not follow the new primary\n{}",
+        set.logs()
     );
     assert!(
         got.fencing_token().await.expect("fencing token") > token,
         "tokens go on increasing"
     );
+}
+
+/// Subscribers to `channel` on the Redis at `url` (`PUBSUB NUMSUB`).
+async fn subscribers(url: &str, channel: &str) -> i64 {
+    let mut conn = raw_connection(url).await;
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
+/// Waits (bounded) until the Redis at `url` has a subscriber to `channel`.
+async fn await_subscriber(url: &str, channel: &str, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    while subscribers(url, channel).await < 1 {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiters_wake_up_subscriber_moves_off_a_frozen_primary_to_the_new_one() {
+    // The subscriber's connection to a frozen (SIGSTOP) primary stays open
+    // and silent: unless it moves when the client switches primaries,
+    // every release on the new primary is lost to it, and the waiter only
+    // gets the lock at its next poll.
+    logs();
+    let mut set = SentinelSet::start(2).await;
+    let urls = set.sentinel_urls();
+    let holder = LockClient::builder()
+        .sentinel(urls.clone(), MASTER_NAME)
+        .replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .expect("holder");
+    let waiting = LockClient::builder()
+        .sentinel(urls, MASTER_NAME)
+        .retry(RetryPolicy::new(Duration::from_secs(5), Duration::from_secs(5)).jitter(false))
+        .build()
+        .await
+        .expect("waiter");
+    let key = "sentinel:frozen";
+    let channel = "lock:{sentinel:frozen}";
+    let guard = holder
+        .lock(key)
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .expect("acquire, acknowledged by a replica");
+    let waiter = tokio::spawn(async move {
+        let got = waiting
+            .lock(key)
+            .wait(Duration::from_secs(60))
+            .acquire()
+            .await
+            .expect("the waiter gets the lock after the release");
+        (Instant::now(), got)
+    });
+    let old = set.primary().url();
+    await_subscriber(
+        &old,
+        channel,
+        Duration::from_secs(10),
+        "the waiter subscribed",
+    )
+    .await;
+
+    set.primary().pause();
+    let old_addr = set.primary().addr();
+    let new = set.wait_for_failover(old_addr).await;
+    let new_url = format!("redis://{new}");
+    await_subscriber(
+        &new_url,
+        channel,
+        Duration::from_secs(10),
+        "the wake-up subscriber moved to the new primary",
+    )
+    .await;
+    guard.release().await.expect("release on the new primary");
+    let released = Instant::now();
+    let (at, got) = waiter.await.expect("waiter task");
+    let latency = at.saturating_duration_since(released);
+    eprintln!("sentinel (frozen primary): the waiter got the lock {latency:?} after the release");
+    assert!(
+        latency <= Duration::from_secs(1),
+        "the waiter (backoff 5 s) took {latency:?}: the release did not wake it"
+    );
+    got.release().await.expect("release");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,13 +20,14 @@
 //! the Sentinels need none.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use redis::{ErrorKind, ServerErrorKind};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::open::{self, Connect};
@@ -66,7 +67,9 @@ pub(crate) struct SentinelBackend {
     primary: RwLock<Option<Arc<Primary>>>,
     /// One discovery at a time; the others use its result.
     discovering: tokio::sync::Mutex<()>,
-    generation: AtomicU64,
+    /// The switch count: each switch to another primary adds one (the
+    /// wake-up subscriber follows it).
+    switches: watch::Sender<u64>,
     watching: AtomicBool,
 }
 
@@ -100,7 +103,7 @@ impl SentinelBackend {
             connect,
             primary: RwLock::new(None),
             discovering: tokio::sync::Mutex::new(()),
-            generation: AtomicU64::new(0),
+            switches: watch::Sender::new(0),
             // "Already watching" keeps the watcher from starting.
             watching: AtomicBool::new(!follow_announcements),
         }
@@ -130,7 +133,7 @@ impl SentinelBackend {
             backend,
         });
         *self.primary.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&primary));
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.switches.send_modify(|n| *n += 1);
         Ok(primary)
     }
 
@@ -141,14 +144,19 @@ impl SentinelBackend {
         redis::Client::open(open::info_at(base, &current.addr).0).ok()
     }
 
+    /// Changes each time the client switches to another primary.
+    pub(crate) fn switches(&self) -> watch::Receiver<u64> {
+        self.switches.subscribe()
+    }
+
     /// Asks the Sentinels for the primary's address and switches to it. A
     /// discovery that completed while this one waited its turn is used.
     pub(crate) async fn discover(&self, limit: Duration) -> Result<Arc<Primary>, OpError> {
-        let seen = self.generation.load(Ordering::Acquire);
+        let seen = *self.switches.borrow();
         let Ok(_turn) = tokio::time::timeout(limit, self.discovering.lock()).await else {
             return Err(OpError::Timeout(limit));
         };
-        if self.generation.load(Ordering::Acquire) != seen
+        if *self.switches.borrow() != seen
             && let Some(primary) = self.current()
         {
             return Ok(primary);
@@ -160,7 +168,15 @@ impl SentinelBackend {
             .iter()
             .map(|sentinel| async move {
                 let ask = async {
-                    let mut conn = sentinel.client.get_multiplexed_async_connection().await?;
+                    // Bounded by `per_sentinel` below, not by redis-rs's
+                    // own (shorter) defaults.
+                    let config = redis::AsyncConnectionConfig::new()
+                        .set_response_timeout(None)
+                        .set_connection_timeout(None);
+                    let mut conn = sentinel
+                        .client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
                     redis::cmd("SENTINEL")
                         .arg("GET-MASTER-ADDR-BY-NAME")
                         .arg(master)
