@@ -3,7 +3,8 @@
 //!   give-back window (one Redis behind a latency proxy, a paused Redis,
 //!   Redlock over proxied nodes, too few `WAIT` acknowledgements);
 //! - fencing tokens strictly increase across restarts without
-//!   persistence, RDB rollbacks, and a Redlock majority that lost its data;
+//!   persistence, RDB rollbacks, and a Redlock majority that lost its data,
+//!   and past a plain `SET NX` acquire whose answer was lost;
 //! - a restarted Redlock node grants nothing during its restart delay,
 //!   even when restored from a snapshot;
 //! - a pending `WAIT` does not delay unrelated commands;
@@ -127,6 +128,14 @@ async fn an_acquire_dropped_at_every_point_leaves_nothing_held() {
         .await;
         // A guard, if the acquire completed, is dropped too; either way the
         // key must go within the window once the last command has landed.
+        // Looking before then could pass while the acquire is still held in
+        // the proxy, before it took anything.
+        assert!(
+            proxy
+                .await_quiet(Duration::from_millis(150), Duration::from_secs(10))
+                .await,
+            "the proxy went quiet within 10s"
+        );
         let gone = gone_within(
             &server.url(),
             &format!("lock:{{{key}}}"),
@@ -651,4 +660,100 @@ async fn an_idempotency_claim_dropped_mid_flight_is_given_back() {
         gone.is_some(),
         "the abandoned claim left its record in progress"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_acquire_whose_answer_was_lost_gets_a_token_above_the_previous_holders() {
+    // The first attempt of an unfenced acquire is a plain `SET NX`, which
+    // issues no token. When its answer is lost, the re-send runs the
+    // acquire script, which finds the lock already its own: it must issue
+    // a new token, not hand back the counter, which still holds the
+    // previous holder's (the AOF soak saw a stale write accepted so).
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let first = connect(&server.url()).await;
+    let slow = one_connection(&proxy.url()).await;
+    warm_up(&slow).await;
+
+    let guard = first.lock("job").acquire().await.expect("first holder");
+    let previous = guard.fencing_token().await.expect("first holder's token");
+    guard.release().await.expect("release");
+
+    proxy.set_latency(Duration::from_millis(200));
+    let acquire = tokio::spawn(async move {
+        let guard = slow
+            .lock("job")
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await;
+        (slow, guard)
+    });
+    // The `SET NX` lands at ~200 ms; its answer would come at ~400 ms.
+    // Cut the connection as soon as the lock is seen on Redis.
+    let mut raw = raw_connection(server.url()).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held: bool = raw.exists("lock:{job}").await.expect("EXISTS");
+        if held {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the acquire never reached Redis");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !acquire.is_finished(),
+        "the answer came back before the cut: the test lost its race, raise the latency"
+    );
+    proxy.cut_all();
+    proxy.set_latency(Duration::ZERO);
+
+    let (_slow, guard) = acquire.await.expect("acquire task");
+    let guard = guard.expect("the re-sent acquire finds the lock its own");
+    let token = guard.fencing_token().await.expect("token");
+    assert!(
+        token > previous,
+        "the new holder's token {token} is not above the previous holder's {previous}"
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_timeout_above_half_a_second_is_honoured() {
+    // redis-rs gives every connection a 500 ms response timeout of its
+    // own: a client configured to wait 3 s for Redis must not fail at
+    // 500 ms when the answers take 800 ms.
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let locks = LockClient::builder()
+        .url(proxy.url())
+        .command_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .expect("connect");
+    warm_up(&locks).await;
+    proxy.set_latency(Duration::from_millis(400));
+    let started = Instant::now();
+    let guard = locks
+        .lock("slow")
+        .acquire()
+        .await
+        .expect("an acquire answered within the command timeout");
+    let took = started.elapsed();
+    eprintln!("acquire through 800 ms round trips took {took:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "took {took:?}: not one answered round trip"
+    );
+    guard
+        .release()
+        .await
+        .expect("a release answered within the command timeout");
+    let fenced = locks
+        .lock("slow")
+        .fenced()
+        .acquire()
+        .await
+        .expect("fenced acquire");
+    fenced.fencing_token().await.expect("token");
+    fenced.release().await.expect("release");
 }

@@ -20,8 +20,20 @@ async fn one_connection(url: &str) -> LockClient {
         .expect("connect")
 }
 
-/// Waits (bounded) until none of `keys` is in the Redis at `url`.
-async fn all_gone(url: &str, keys: &[String], limit: Duration) -> bool {
+/// Waits (bounded) until everything the client sent through `proxy` has
+/// landed (the cut-short command and the give-back it caused), then until
+/// none of `keys` is in the Redis at `url`. Without the first wait a
+/// command still held in the proxy would make the check pass before the
+/// command had taken anything.
+async fn all_gone(proxy: &FaultProxy, url: &str, keys: &[String], limit: Duration) -> bool {
+    // Quiet for longer than a give-back takes to be sent once its acquire
+    // was dropped or answered, with margin for a loaded machine.
+    assert!(
+        proxy
+            .await_quiet(Duration::from_millis(150), Duration::from_secs(10))
+            .await,
+        "the proxy went quiet within 10s"
+    );
     let started = Instant::now();
     while started.elapsed() < limit {
         let mut any = false;
@@ -85,7 +97,7 @@ async fn every_acquire_cut_short_at_any_point_leaves_nothing_held() {
             tokio::time::timeout(cut, slow.rw_lock(key.as_str()).read().ttl(ttl).acquire()).await;
         let keys = [format!("lock:{{{key}}}:rw:readers")];
         assert!(
-            all_gone(&url, &keys, Duration::from_secs(2)).await,
+            all_gone(&proxy, &url, &keys, Duration::from_secs(2)).await,
             "reader, cut at {cut:?}"
         );
         // A writer waiting behind a reader: its place among the writers.
@@ -104,7 +116,7 @@ async fn every_acquire_cut_short_at_any_point_leaves_nothing_held() {
         let _ = tokio::time::timeout(cut, waiting.acquire()).await;
         let keys = [format!("lock:{{{key}}}:rw:writers")];
         assert!(
-            all_gone(&url, &keys, Duration::from_secs(2)).await,
+            all_gone(&proxy, &url, &keys, Duration::from_secs(2)).await,
             "writer, cut at {cut:?}"
         );
         reader.release().await.expect("release");
@@ -113,7 +125,7 @@ async fn every_acquire_cut_short_at_any_point_leaves_nothing_held() {
             tokio::time::timeout(cut, slow.rw_lock(key.as_str()).write().ttl(ttl).acquire()).await;
         let keys = [format!("lock:{{{key}}}:rw")];
         assert!(
-            all_gone(&url, &keys, Duration::from_secs(2)).await,
+            all_gone(&proxy, &url, &keys, Duration::from_secs(2)).await,
             "write, cut at {cut:?}"
         );
         // Permits.
@@ -131,7 +143,7 @@ async fn every_acquire_cut_short_at_any_point_leaves_nothing_held() {
             format!("lock:{{{key}}}:sem:permits"),
         ];
         assert!(
-            all_gone(&url, &keys, Duration::from_secs(2)).await,
+            all_gone(&proxy, &url, &keys, Duration::from_secs(2)).await,
             "permits, cut at {cut:?}"
         );
         assert_eq!(
@@ -151,7 +163,7 @@ async fn every_acquire_cut_short_at_any_point_leaves_nothing_held() {
         .await;
         let keys = [format!("lock:{{{a}}}"), format!("lock:{{{b}}}")];
         assert!(
-            all_gone(&url, &keys, Duration::from_secs(2)).await,
+            all_gone(&proxy, &url, &keys, Duration::from_secs(2)).await,
             "group, cut at {cut:?}"
         );
     }

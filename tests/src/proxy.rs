@@ -45,11 +45,23 @@ struct Shared {
     blackhole: watch::Sender<bool>,
     refuse: AtomicBool,
     connections: AtomicUsize,
+    /// Chunks read and not yet written, both directions, every connection.
+    in_flight: AtomicUsize,
+    /// When a chunk was last read or written.
+    last_traffic: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Shared {
     fn latency(&self) -> Duration {
         Duration::from_nanos(self.latency_nanos.load(Ordering::SeqCst))
+    }
+
+    fn traffic(&self) {
+        let mut last = self
+            .last_traffic
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *last = Some(Instant::now());
     }
 
     fn blackholed(&self) -> bool {
@@ -153,6 +165,30 @@ impl FaultProxy {
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::SeqCst)
     }
+
+    /// Waits until nothing is on its way through the proxy (no chunk read
+    /// and not yet delivered, in either direction) and nothing was read or
+    /// written for `quiet`; `false` if that did not happen within `limit`.
+    ///
+    /// For a test that cut a command short and needs everything the client
+    /// sent because of it (the command, and what the client sends when it
+    /// gives up on it) to have landed before it looks at the server.
+    pub async fn await_quiet(&self, quiet: Duration, limit: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let last = *self
+                .shared
+                .last_traffic
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let idle = last.is_none_or(|at| at.elapsed() >= quiet);
+            if idle && self.shared.in_flight.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
 }
 
 impl fmt::Debug for FaultProxy {
@@ -253,6 +289,33 @@ async fn proxy_connection(
     // Both sockets are dropped (closed) here.
 }
 
+/// Bytes read from one side, due on the other at `due`; counted in flight
+/// until written or dropped (a cut connection).
+struct Chunk<'a> {
+    due: Instant,
+    bytes: Vec<u8>,
+    shared: &'a Shared,
+}
+
+impl<'a> Chunk<'a> {
+    fn new(due: Instant, bytes: &[u8], shared: &'a Shared) -> Self {
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        shared.traffic();
+        Chunk {
+            due,
+            bytes: bytes.to_vec(),
+            shared,
+        }
+    }
+}
+
+impl Drop for Chunk<'_> {
+    fn drop(&mut self) {
+        self.shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.shared.traffic();
+    }
+}
+
 /// Forwards one direction until EOF (then half-closes the writer) or an error. Each
 /// chunk is held back until `read time + latency`, and while the black hole is on.
 async fn pipe<R, W>(mut reader: R, mut writer: W, shared: &Shared) -> io::Result<()>
@@ -260,7 +323,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(CHUNKS_IN_FLIGHT);
+    let (tx, mut rx) = mpsc::channel::<Chunk<'_>>(CHUNKS_IN_FLIGHT);
     let read_side = async move {
         let mut buf = vec![0u8; CHUNK_SIZE];
         loop {
@@ -271,18 +334,18 @@ where
             }
             shared.wait_open().await;
             let due = Instant::now() + shared.latency();
-            if tx.send((due, buf[..n].to_vec())).await.is_err() {
+            if tx.send(Chunk::new(due, &buf[..n], shared)).await.is_err() {
                 return Ok(());
             }
         }
     };
     let write_side = async move {
-        while let Some((due, chunk)) = rx.recv().await {
-            if due > Instant::now() {
-                tokio::time::sleep_until(due).await;
+        while let Some(chunk) = rx.recv().await {
+            if chunk.due > Instant::now() {
+                tokio::time::sleep_until(chunk.due).await;
             }
             shared.wait_open().await;
-            writer.write_all(&chunk).await?;
+            writer.write_all(&chunk.bytes).await?;
         }
         writer.shutdown().await
     };

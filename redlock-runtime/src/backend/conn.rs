@@ -409,14 +409,14 @@ impl Lane {
                         RunError::User(e) => OpError::Redis(e),
                         RunError::TimedOut => timed_out(pool.config().connection_timeout),
                     })?;
-                    (Conn::Multiplexed((*pooled).clone()), None)
+                    (Conn::Multiplexed(ours(&pooled)), None)
                 }
                 Source::Exclusive(pool) => {
                     let pooled = pool.get_owned().await.map_err(|e| match e {
                         RunError::User(e) => OpError::Redis(e),
                         RunError::TimedOut => timed_out(pool.config().connection_timeout),
                     })?;
-                    (Conn::Multiplexed((*pooled).clone()), Some(Arc::new(pooled)))
+                    (Conn::Multiplexed(ours(&pooled)), Some(Arc::new(pooled)))
                 }
                 Source::Manager(manager) => (Conn::Manager(manager.clone()), None),
             })
@@ -451,6 +451,20 @@ impl Lane {
             slot.take();
         }
     }
+}
+
+/// redis-rs's own response timeout on the handles we keep: far enough that
+/// it never fires first. Every call is bounded by our limit instead (see
+/// `RedisBackend::run`), which may be longer than redis-rs's default of
+/// 500 ms: a `command_timeout` of seconds, a `WAIT` for replicas.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A handle of the pooled connection `pooled` for our commands (see
+/// [`RESPONSE_TIMEOUT`]); the pool's own handle keeps redis-rs's default.
+fn ours(pooled: &MultiplexedConnection) -> MultiplexedConnection {
+    let mut conn = pooled.clone();
+    conn.set_response_timeout(RESPONSE_TIMEOUT);
+    conn
 }
 
 /// When the server on `conn` started, on its own clock (ms): `TIME` less
