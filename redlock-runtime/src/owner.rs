@@ -14,7 +14,17 @@ pub(crate) const MAX_NAME_LEN: usize = 128;
 
 /// A new owner token for `name`, taken at `since_ms` (Redis's clock).
 pub(crate) fn token(name: &str, since_ms: u64) -> String {
-    format!("{}.{since_ms}.{name}", uuid::Uuid::new_v4())
+    use std::fmt::Write as _;
+    // Sized once: one allocation per acquire, no regrowth.
+    let mut token = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 22 + name.len());
+    token.push_str(
+        uuid::Uuid::new_v4()
+            .hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer()),
+    );
+    let _ = write!(token, ".{since_ms}.");
+    token.push_str(name);
+    token
 }
 
 /// The public part of a token: the client name and the acquire time;

@@ -26,8 +26,15 @@ pub(crate) struct Keys {
 
 impl Keys {
     pub(crate) fn new(prefix: &str, user: String) -> Self {
-        let lock = format!("{prefix}{{{user}}}");
-        let fence = format!("{lock}:fence");
+        // Sized once (the hot path of every acquire): no regrowth.
+        let mut lock = String::with_capacity(prefix.len() + user.len() + 2);
+        lock.push_str(prefix);
+        lock.push('{');
+        lock.push_str(&user);
+        lock.push('}');
+        let mut fence = String::with_capacity(lock.len() + 6);
+        fence.push_str(&lock);
+        fence.push_str(":fence");
         Self {
             kind: Kind::Lock,
             user,
