@@ -140,6 +140,16 @@ async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited() {
         "the lock is on the new master and renewed (pttl {pttl})"
     );
 
+    // Nobody else got the lock while it was held. The intruder stops
+    // before the release: after it, taking the lock is fair game (CI once
+    // saw the intruder win the release's race against the waiter).
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(
+        intruding.await.expect("intruder"),
+        0,
+        "someone else held the lock"
+    );
+
     // Let the waiter sleep into its 2 s backoff, then release: the push
     // (SPUBLISH on the new master) wakes it.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -153,12 +163,6 @@ async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited() {
         latency <= Duration::from_millis(100),
         "the waiter took {latency:?} after the release (its backoff is 2 s: the wake-up did not \
          follow the slot)"
-    );
-    stop.store(true, Ordering::SeqCst);
-    assert_eq!(
-        intruding.await.expect("intruder"),
-        0,
-        "someone else held the lock"
     );
     drop(got);
 }
