@@ -5,7 +5,7 @@ use std::time::Duration;
 pub(crate) const USAGE: &str = "\
 usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GROUPS]
          [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
-         [--latch-rounds N]
+         [--latch-rounds N] [--uncontended-impls IMPLS]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
   --only GROUPS         comma-separated subset of:
@@ -17,10 +17,14 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
   --renewal-secs S      seconds the renewal locks are held (default 10)
   --renewal-locks N     locks held in the renewal scenario (default 10000)
   --latch-rounds N      rounds of the sync group's latch wake-up (default 20)
+  --uncontended-impls IMPLS
+                        comma-separated subset of raw,ours,ours_fenced,rslock run by the
+                        uncontended group (default all; e.g. one of them under a profiler;
+                        a ratio without its raw or rslock cell is null)
 
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
 LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
-LOCKBENCH_LATCH_ROUNDS (flags win),
+LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS (flags win),
 and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 1, the
 client's own default without replicas).
 Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
@@ -38,6 +42,8 @@ pub(crate) struct Config {
     /// Rounds of the sync group's latch wake-up (16 waiters each).
     pub(crate) latch_rounds: usize,
     pub(crate) pool_size: u32,
+    /// The implementations the uncontended group runs (all by default).
+    pub(crate) uncontended_impls: Vec<&'static str>,
     pub(crate) run_uncontended: bool,
     /// The acquire group: candidate acquire and release commands on a
     /// plain connection, no lock client.
@@ -60,6 +66,7 @@ impl Default for Config {
             renewal_locks: 10_000,
             latch_rounds: 20,
             pool_size: 1,
+            uncontended_impls: crate::uncontended::UNCONTENDED_IMPLS.to_vec(),
             run_uncontended: true,
             run_acquire: true,
             run_contended: true,
@@ -109,6 +116,7 @@ impl Config {
             ("LOCKBENCH_RENEWAL_SECS", "--renewal-secs"),
             ("LOCKBENCH_RENEWAL_LOCKS", "--renewal-locks"),
             ("LOCKBENCH_LATCH_ROUNDS", "--latch-rounds"),
+            ("LOCKBENCH_UNCONTENDED_IMPLS", "--uncontended-impls"),
         ] {
             if let Some(value) = env(name) {
                 cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
@@ -170,6 +178,22 @@ impl Config {
             "--renewal-secs" => self.renewal_secs = secs(value)?,
             "--renewal-locks" => self.renewal_locks = count(value)?,
             "--latch-rounds" => self.latch_rounds = count(value)?,
+            "--uncontended-impls" => {
+                let all = crate::uncontended::UNCONTENDED_IMPLS;
+                let mut chosen = Vec::new();
+                for name in value.split(',').map(str::trim) {
+                    let Some(&known) = all.iter().find(|&&n| n == name) else {
+                        return Err(format!(
+                            "{flag}: unknown implementation `{name}` (expected {})",
+                            all.join(", ")
+                        ));
+                    };
+                    if !chosen.contains(&known) {
+                        chosen.push(known);
+                    }
+                }
+                self.uncontended_impls = chosen;
+            }
             "--only" => {
                 self.run_uncontended = false;
                 self.run_acquire = false;

@@ -43,7 +43,9 @@ const WARM_UP_PAIRS: u64 = 20;
 /// Uncontended cells are measured in interleaved slices of about this.
 const UNCONTENDED_SLICE: Duration = Duration::from_millis(500);
 
-const UNCONTENDED_IMPLS: [&str; 4] = ["raw", "ours", "ours_fenced", "rslock"];
+/// The uncontended implementations, in the order of their slices' first
+/// round (`--uncontended-impls` picks a subset).
+pub(crate) const UNCONTENDED_IMPLS: [&str; 4] = ["raw", "ours", "ours_fenced", "rslock"];
 
 /// One implementation's cell at one concurrency.
 pub(crate) struct Measured {
@@ -328,10 +330,15 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
         eprintln!(
             "  uncontended x{concurrency}: {rounds} rounds of {slice:?} per implementation ..."
         );
-        let mut cells = UNCONTENDED_IMPLS.map(|name| Measured::empty(name, concurrency));
+        let mut cells: Vec<Measured> = cfg
+            .uncontended_impls
+            .iter()
+            .map(|&name| Measured::empty(name, concurrency))
+            .collect();
         for round in 0..rounds as usize {
             for k in 0..cells.len() {
-                let cell = &mut cells[(k + round) % UNCONTENDED_IMPLS.len()];
+                let n = cells.len();
+                let cell = &mut cells[(k + round) % n];
                 // Keys never repeat across rounds and concurrencies (nor
                 // the warm-up's), so the fencing counters left number the
                 // pairs run.
