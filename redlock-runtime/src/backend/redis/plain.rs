@@ -48,14 +48,20 @@ impl RedisBackend {
                         .await?;
                     return Ok(acquire_reply(&reply));
                 }
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(&keys.lock)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .query_async(&mut link.conn)
-                    .await?;
+                // Sized once: the arguments' buffer is not regrown (and
+                // freed) per argument on the hot path.
+                let set: Option<String> = redis::Cmd::with_capacity(
+                    6,
+                    keys.lock.len() + token.len() + "SETNXPX".len() + 20,
+                )
+                .arg("SET")
+                .arg(&keys.lock)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .query_async(&mut link.conn)
+                .await?;
                 Ok(match set {
                     Some(_) => AcquireReply::Acquired {
                         fence: 0,
