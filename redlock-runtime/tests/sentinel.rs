@@ -20,6 +20,28 @@ fn logs() {
         .try_init();
 }
 
+/// A client through the Sentinels at `urls` whose writes one replica
+/// acknowledges (`WAIT 1`, 500 ms).
+async fn replicated_holder(urls: Vec<String>) -> LockClient {
+    LockClient::builder()
+        .sentinel(urls, MASTER_NAME)
+        .replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .expect("holder")
+}
+
+/// A client through the Sentinels at `urls` that polls a busy lock only
+/// every `backoff` (no jitter): woken sooner only by a release's push.
+async fn slow_waiter(urls: Vec<String>, backoff: Duration) -> LockClient {
+    LockClient::builder()
+        .sentinel(urls, MASTER_NAME)
+        .retry(RetryPolicy::new(backoff, backoff).jitter(false))
+        .build()
+        .await
+        .expect("waiter")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_primary() {
     const TTL: Duration = Duration::from_secs(9);
@@ -28,22 +50,12 @@ async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_pri
     // the new primary, so `WAIT 1` can be met there.
     let mut set = SentinelSet::start(2).await;
     let urls = set.sentinel_urls();
-    let holder = LockClient::builder()
-        .sentinel(urls.clone(), MASTER_NAME)
-        .replicas(1, Duration::from_millis(500))
-        .build()
-        .await
-        .expect("holder");
+    let holder = replicated_holder(urls.clone()).await;
     assert_eq!(holder.mode(), Mode::Sentinel);
     let other = LockClient::sentinel(urls.clone(), MASTER_NAME)
         .await
         .expect("other");
-    let waiting = LockClient::builder()
-        .sentinel(urls.clone(), MASTER_NAME)
-        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
-        .build()
-        .await
-        .expect("waiter");
+    let waiting = slow_waiter(urls.clone(), Duration::from_secs(2)).await;
     let key = "sentinel:failover";
     let guard = holder
         .lock(key)
@@ -145,18 +157,8 @@ async fn a_waiters_wake_up_subscriber_moves_off_a_frozen_primary_to_the_new_one(
     logs();
     let mut set = SentinelSet::start(2).await;
     let urls = set.sentinel_urls();
-    let holder = LockClient::builder()
-        .sentinel(urls.clone(), MASTER_NAME)
-        .replicas(1, Duration::from_millis(500))
-        .build()
-        .await
-        .expect("holder");
-    let waiting = LockClient::builder()
-        .sentinel(urls, MASTER_NAME)
-        .retry(RetryPolicy::new(Duration::from_secs(5), Duration::from_secs(5)).jitter(false))
-        .build()
-        .await
-        .expect("waiter");
+    let holder = replicated_holder(urls.clone()).await;
+    let waiting = slow_waiter(urls, Duration::from_secs(5)).await;
     let key = "sentinel:frozen";
     let channel = "lock:{sentinel:frozen}";
     let guard = holder
