@@ -214,8 +214,9 @@ impl LockGuard {
     /// # Errors
     /// [`LockError::Lost`] when the key no longer held this guard's token
     /// (another owner's lock is never touched); Redis failures as in
-    /// [`LockRequest::acquire`](crate::LockRequest::acquire), in which case
-    /// the lease ends by itself within the ttl.
+    /// [`LockRequest::acquire`](crate::LockRequest::acquire), after which
+    /// the release is retried in the background (as a dropped guard's is)
+    /// until the lease would have ended, when it ends by itself anyway.
     pub async fn release(mut self) -> Result<(), LockError> {
         let Some(renewal_id) = self.renewal_id else {
             // Reentrant: the enclosing scope owns the lock.
@@ -252,7 +253,24 @@ impl LockGuard {
                 Err(self.lost_error(LostReason::TokenGone))
             }
             Err(e) => {
-                tracing::warn!(target: "redlock", key = %held.key(), error = %e, "lock release failed; the lease will run out by itself");
+                // The release may not have reached Redis, or its answer was
+                // lost: it goes on from a task of its own, as a dropped
+                // guard's does, so the key is not left blocked for the
+                // rest of the lease.
+                match self.runtime.take() {
+                    Some(runtime) => {
+                        tracing::warn!(target: "redlock", key = %held.key(), error = %e, "lock release failed; retrying in the background until the lease would end");
+                        release_in_background(
+                            &runtime,
+                            Arc::clone(&core),
+                            Arc::clone(&held),
+                            How::Release,
+                        );
+                    }
+                    None => {
+                        tracing::warn!(target: "redlock", key = %held.key(), error = %e, "lock release failed; the lease will run out by itself");
+                    }
+                }
                 Err(e.into_lock_error(held.key(), Operation::Release))
             }
         }
@@ -374,30 +392,39 @@ impl Drop for LockGuard {
             tracing::warn!(target: "redlock", key = %held.key(), "lock guard dropped outside a tokio runtime; the lease will run out by itself");
             return;
         };
-        // A release that can no longer run (the runtime shut down) just
-        // leaves the lease to run out.
-        let span = telemetry::release_span(held.span(), held.key(), held.fence());
-        let release = async move {
-            let _gate = held.gate().await;
-            // Retried (the command was slow, the connection died) until the
-            // lease would have ended anyway.
-            let until = held.lease().deadline;
-            let end = |limit| held.end(core.backend(), limit);
-            match core.retry_until(held.key(), until, end).await {
-                Some(true) => {
-                    telemetry::released(held.labels(), How::Drop);
-                    tracing::debug!(target: "redlock", key = %held.key(), "lock released on drop")
-                }
-                Some(false) => {
-                    tracing::debug!(target: "redlock", key = %held.key(), "lock dropped after it was lost")
-                }
-                None => {
-                    tracing::warn!(target: "redlock", key = %held.key(), "release on drop failed until the lease ended; it ran out by itself")
-                }
-            }
-        };
-        runtime.spawn(release.instrument(span));
+        release_in_background(&runtime, core, held, How::Drop);
     }
+}
+
+/// Releases `held` from a task of its own (a dropped guard, or a release
+/// that failed): retried (the command was slow, the connection died) until
+/// the lease would have ended anyway. A release that can no longer run
+/// (the runtime shut down) just leaves the lease to run out.
+fn release_in_background(
+    runtime: &tokio::runtime::Handle,
+    core: Arc<Core>,
+    held: Arc<HeldLock>,
+    how: How,
+) {
+    let span = telemetry::release_span(held.span(), held.key(), held.fence());
+    let release = async move {
+        let _gate = held.gate().await;
+        let until = held.lease().deadline;
+        let end = |limit| held.end(core.backend(), limit);
+        match core.retry_until(held.key(), until, end).await {
+            Some(true) => {
+                telemetry::released(held.labels(), how);
+                tracing::debug!(target: "redlock", key = %held.key(), "lock released in the background")
+            }
+            Some(false) => {
+                tracing::debug!(target: "redlock", key = %held.key(), "lock released in the background after it was lost")
+            }
+            None => {
+                tracing::warn!(target: "redlock", key = %held.key(), "background release failed until the lease ended; it ran out by itself")
+            }
+        }
+    };
+    runtime.spawn(release.instrument(span));
 }
 
 impl fmt::Debug for LockGuard {

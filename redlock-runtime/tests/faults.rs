@@ -196,6 +196,46 @@ async fn a_give_back_reaches_a_paused_redis_once_it_resumes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_failed_is_retried_in_the_background() {
+    // The release is lost with its connection (cut before it reached
+    // Redis) and no new connection can be made: the caller hears so, and
+    // the release goes on once Redis can be reached, not leaving the key
+    // blocked for the rest of its 30 s lease.
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let locks = one_connection(&proxy.url()).await;
+    warm_up(&locks).await;
+    let guard = locks
+        .lock("release-later")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .expect("acquire");
+    proxy.set_latency(Duration::from_millis(200));
+    let release = tokio::spawn(guard.release());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.refuse(true);
+    proxy.cut_all();
+    match release.await.expect("task") {
+        Err(e) => assert!(!e.is_busy(), "{e}"),
+        Ok(()) => panic!("the release was cut before it reached Redis, yet it succeeded"),
+    }
+    assert!(
+        key_exists(server.url(), "lock:{release-later}").await,
+        "the cut release never reached Redis"
+    );
+    proxy.set_latency(Duration::ZERO);
+    proxy.refuse(false);
+    let gone = gone_within(
+        &server.url(),
+        "lock:{release-later}",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(gone.is_some(), "the failed release was not retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_acquire_dropped_mid_flight_is_given_back_on_every_node() {
     let nodes = [
         RedisServer::start().await,
