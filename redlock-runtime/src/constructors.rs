@@ -84,7 +84,7 @@ impl LockClient {
     /// clone its multiplexed handle, and returns it at once.
     pub fn from_pool(pool: Pool<RedisConnectionManager>) -> Self {
         let settings = Settings::defaults("bb8 pool".to_owned());
-        let backend = open::from_pool(pool, None, settings.fence_retention);
+        let backend = open::from_pool(pool, None, settings.fence_retention, settings.coalesce);
         Self::from_core(Core::new(Backend::Redis(backend), settings, Wakeups::off()))
     }
 
@@ -94,7 +94,7 @@ impl LockClient {
     /// there which connection to choose).
     pub fn from_connection_manager(manager: ConnectionManager) -> Self {
         let settings = Settings::defaults("ConnectionManager".to_owned());
-        let backend = open::from_manager(manager, settings.fence_retention);
+        let backend = open::from_manager(manager, settings.fence_retention, settings.coalesce);
         Self::from_core(Core::new(Backend::Redis(backend), settings, Wakeups::off()))
     }
 

@@ -37,6 +37,9 @@ pub(crate) struct Settings {
     pub(crate) client_name: Arc<str>,
     /// Issue fencing tokens with each acquire (else on first ask).
     pub(crate) fenced: bool,
+    /// Coalesce the concurrent calls of locks with fencing tokens (see
+    /// `backend/redis/coalesce.rs`).
+    pub(crate) coalesce: bool,
 }
 
 impl Default for Settings {
@@ -56,6 +59,7 @@ impl Settings {
             fence_retention: DEFAULT_FENCE_RETENTION,
             client_name: crate::owner::default_name().into(),
             fenced: false,
+            coalesce: true,
         }
     }
 }

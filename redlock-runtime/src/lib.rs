@@ -344,6 +344,20 @@
 //! Tokens are therefore large (about 1.8 × 10^15 in 2026) and not
 //! consecutive; only their order means anything.
 //!
+//! **Batches.** On one Redis and Sentinel's primary, the calls of locks
+//! that have a fencing token (fenced acquires, and their releases) that
+//! many tasks of one client send at once go out as batches, one script
+//! call each ([`LockClientBuilder::coalesce`]): a call goes out alone while
+//! the connection is idle, and waits for the next batch only when two are
+//! on their way. A batch runs each call through the very step its own
+//! script runs, so each remains one atomic step of its own lock, and reads
+//! `now` once for all its acquires. That reading is taken inside the
+//! batch, after every token issued before the batch began, so the argument
+//! below holds for it as for a reading of its own; two acquires of one key
+//! in one batch share its counter, so the second is larger. Measured with
+//! lockbench at concurrency 32, a fenced lock then costs the client and
+//! Redis together about a fifth less CPU.
+//!
 //! **One node.** Let `T1` be issued before `T2`. If the counter survived,
 //! `T2 ≥ T1 + 1`. If it was lost (a restart without persistence, its
 //! retention ran out) or rolled back (a restart from an RDB snapshot), `T2 ≥
@@ -379,8 +393,10 @@
 //! `a_node_restored_from_a_snapshot_grants_nothing_during_its_restart_delay`,
 //! `a_token_from_a_node_whose_clock_runs_ahead_is_spread_by_the_release`),
 //! `redlock.rs` (`fencing_tokens_keep_increasing_as_majorities_change`),
-//! and `soak.rs`, whose fenced stores count a repeated token as a stale
-//! write accepted.
+//! `coalesce.rs` (batched acquires of one key keep their order and
+//! exclusion; a batched acquire cut short at any point is given back), and
+//! `soak.rs`, whose fenced stores count a repeated token as a stale write
+//! accepted (`soak_one_redis_with_coalesced_fenced_calls` with batches).
 //!
 //! # Who holds a lock
 //!

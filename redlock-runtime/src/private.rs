@@ -64,6 +64,13 @@ pub fn renewal_pipelines_per_node(client: &LockClient) -> Vec<(String, u64)> {
     client.core().backend().renewal_pipelines()
 }
 
+/// One Redis (or Sentinel's primary): the batches of coalesced lock calls
+/// sent so far, and the calls they carried (calls sent alone not counted;
+/// for tests and benchmarks). `(0, 0)` on other stores.
+pub fn coalesced_batches(client: &LockClient) -> (u64, u64) {
+    client.core().backend().coalesced_batches()
+}
+
 /// A lock key being built from the template's text and its arguments'
 /// `Display` output, percent-encoded (see the macro's docs).
 #[derive(Debug)]

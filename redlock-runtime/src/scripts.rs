@@ -15,8 +15,10 @@ use std::sync::OnceLock;
 
 use redis::Script;
 
+mod batch;
 mod inspect;
 mod sync;
+pub(crate) use batch::BATCH;
 pub(crate) use inspect::INSPECT;
 pub(crate) use sync::*;
 
@@ -85,19 +87,82 @@ impl Lua {
 /// and returns the counter it replaced; only a counter already at or past
 /// the clock (tokens issued within one microsecond, a Redlock node's raise
 /// from a clock ahead of this one) takes a second `SET`.
+///
+/// `clock_us(t)` gives the clock in microseconds as a number and as the
+/// text stored, and `next_fence_at(key, retention, now_us, now_text)`
+/// issues from them, for a script that issues several tokens from one
+/// reading of the clock (the batch of coalesced acquires): each key's
+/// tokens still increase, as each is the larger of its counter + 1 and
+/// that reading.
 pub(crate) const NEXT_FENCE: &str = r"
-local function next_fence(key, retention, t)
+local function clock_us(t)
   local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local n = tonumber(redis.call('SET', key, string.format('%.0f', now_us), 'PX', retention, 'GET') or '0') + 1
+  return now_us, string.format('%.0f', now_us)
+end
+local function next_fence_at(key, retention, now_us, now_text)
+  local n = tonumber(redis.call('SET', key, now_text, 'PX', retention, 'GET') or '0') + 1
   if n > now_us then
     redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
     return n
   end
   return now_us
 end
+local function next_fence(key, retention, t)
+  local now_us, now_text = clock_us(t)
+  return next_fence_at(key, retention, now_us, now_text)
+end
 ";
 
-/// Takes the lock and issues its fencing token in one step.
+/// Lua: the lock's two steps, as functions shared by the one-lock scripts
+/// ([`ACQUIRE`], [`RELEASE`]) and the batch of coalesced calls
+/// ([`BATCH`]), so that a lock taken or released in a batch goes through
+/// exactly the same step as one sent alone.
+///
+/// `acquire_lock(key, counter, token, ttl, retention, now_us, now_text)`
+/// (after [`NEXT_FENCE`]; the clock as `clock_us` gives it): takes the
+/// lock `key` for
+/// `token` with a lease of `ttl` ms and issues its fencing token from
+/// `counter`; returns `{1, fence}`, or `{0, pttl}` when another owner holds
+/// it. When the lock already holds `token` (an earlier attempt of this
+/// same acquire got through but its answer was lost) the lease is reset
+/// and a new token issued (the earlier attempt may have been a plain `SET
+/// NX`, which issued none), so a retried acquire never locks itself out
+/// nor repeats the previous holder's token.
+///
+/// `release_lock(key, token)` ([`RELEASE_STEP`]): deletes the lock if
+/// `token` holds it and publishes on the channel named like it, which
+/// wakes its waiters; returns 1, or 0 (another owner's, or gone).
+pub(crate) const ACQUIRE_STEP: &str = r"
+local function acquire_lock(key, counter, token, ttl, retention, now_us, now_text)
+  if redis.call('SET', key, token, 'NX', 'PX', ttl) then
+    return {1, next_fence_at(counter, retention, now_us, now_text)}
+  end
+  if redis.call('GET', key) == token then
+    -- Ours already (an earlier attempt, maybe a plain SET NX whose answer
+    -- was lost): the counter may still hold the previous holder's token,
+    -- so issue a new one, inside this tenure.
+    redis.call('PEXPIRE', key, ttl)
+    return {1, next_fence_at(counter, retention, now_us, now_text)}
+  end
+  return {0, redis.call('PTTL', key)}
+end
+";
+
+/// Lua: `release_lock(key, token)`, the release step (see
+/// [`ACQUIRE_STEP`]).
+pub(crate) const RELEASE_STEP: &str = r"
+local function release_lock(key, token)
+  if redis.call('GET', key) == token then
+    redis.call('DEL', key)
+    redis.call('PUBLISH', key, '')
+    return 1
+  end
+  return 0
+end
+";
+
+/// Takes the lock and issues its fencing token in one step (see
+/// [`ACQUIRE_STEP`]).
 ///
 /// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
 /// ttl (ms), `ARGV[3]` the counter's retention (ms), `ARGV[4]` `1` to also
@@ -105,31 +170,17 @@ end
 /// before which this node grants nothing (`0`: none; a restart delay).
 /// Returns `{1, fence}` (or `{1, fence, now_ms}`) when the lock is ours,
 /// `{0, pttl}` when another owner holds it, `{-4, ms left}` before
-/// `ARGV[5]`. When the lock already holds `ARGV[1]` (an earlier attempt of
-/// this same acquire got through but its answer was lost) the lease is
-/// reset and a new token issued (the earlier attempt may have been a plain
-/// `SET NX`, which issued none), so a retried acquire never locks itself
-/// out nor repeats the previous holder's token.
-pub(crate) static ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_BODY]);
+/// `ARGV[5]`.
+pub(crate) static ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_STEP, ACQUIRE_BODY]);
 const ACQUIRE_BODY: &str = r"
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local not_before = tonumber(ARGV[5])
 if not_before > now_ms then return {-4, not_before - now_ms} end
-local fence
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  fence = next_fence(KEYS[2], ARGV[3], t)
-elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-  -- Ours already (an earlier attempt, maybe a plain SET NX whose answer
-  -- was lost): the counter may still hold the previous holder's token, so
-  -- issue a new one, inside this tenure.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  fence = next_fence(KEYS[2], ARGV[3], t)
-else
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-if ARGV[4] == '1' then return {1, fence, now_ms} end
-return {1, fence}
+local now_us, now_text = clock_us(t)
+local reply = acquire_lock(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], now_us, now_text)
+if reply[1] == 1 and ARGV[4] == '1' then reply[3] = now_ms end
+return reply
 ";
 
 /// Issues the fencing token of a lock taken without one (a plain `SET
@@ -175,14 +226,9 @@ return 1
 /// (Redlock): `KEYS[2]` fencing counter, `ARGV[2]` the holder's fencing
 /// token, `ARGV[3]` the counter's retention (ms); without, one key and one
 /// argument, the least a release can send. Returns 1 (released) or 0.
-pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_BODY]);
+pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_STEP, RELEASE_BODY]);
 const RELEASE_BODY: &str = r"
-local released = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1], '')
-  released = 1
-end
+local released = release_lock(KEYS[1], ARGV[1])
 if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end
@@ -406,8 +452,9 @@ pub(crate) fn renew_scripts() -> [&'static Script; 3] {
 
 /// Every script, for the checks below.
 #[cfg(test)]
-pub(crate) const ALL: [(&str, &Lua); 26] = [
+pub(crate) const ALL: [(&str, &Lua); 27] = [
     ("ACQUIRE", &ACQUIRE),
+    ("BATCH", &BATCH),
     ("ISSUE_FENCE", &ISSUE_FENCE),
     ("EXTEND", &EXTEND),
     ("RELEASE", &RELEASE),

@@ -300,6 +300,22 @@ fn client(url: &str) -> LockClient {
     client_with(url, false)
 }
 
+/// A soak client that issues every token with its acquire: its calls are
+/// coalesced (see `tests/coalesce.rs`) when its workers send them at once.
+fn fenced_client(url: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .fenced(true)
+        .command_timeout(Duration::from_millis(300))
+        .connection_timeout(Duration::from_millis(300))
+        .retry(RetryPolicy::new(
+            Duration::from_millis(2),
+            Duration::from_millis(50),
+        ))
+        .build_unchecked()
+        .expect("client")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_with_aof_always() {
     let mut server =
@@ -328,6 +344,44 @@ async fn soak_one_redis_with_aof_always() {
     proxy.set_latency(Duration::ZERO);
     soak.finish("one Redis, AOF always", faults, true, &[server.url()])
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_with_coalesced_fenced_calls() {
+    // All six workers on one fenced client, through a latency proxy: their
+    // acquires and releases go out in batches while the faults hit.
+    let mut server =
+        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let clients = [fenced_client(&proxy.url())];
+    let soak = Soak::start(&clients, 4);
+    let mut rng = fastrand::Rng::with_seed(44);
+    let mut faults = 0;
+    while soak.running() {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..5) {
+            0 | 4 => proxy.set_latency(Duration::from_millis(rng.u64(5..60))),
+            1 => proxy.cut_all(),
+            2 => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..400)))
+                    .await
+            }
+            _ => server.restart_keeping_data().await,
+        }
+        faults += 1;
+    }
+    proxy.set_latency(Duration::ZERO);
+    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
+    println!("coalesced: {batches} batches of {calls} calls");
+    assert!(batches > 0, "the soak's calls were coalesced");
+    soak.finish(
+        "one Redis, AOF always, coalesced fenced calls",
+        faults,
+        true,
+        &[server.url()],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

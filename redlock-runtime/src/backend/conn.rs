@@ -268,6 +268,11 @@ pub(crate) struct Link {
 }
 
 impl Link {
+    /// Tells this connection apart from a later one in the same slot.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// This link, following an `ASK` redirect (see [`Conn::Asking`]).
     pub(crate) fn asking(self) -> Self {
         Self {
@@ -363,9 +368,17 @@ impl Lane {
         }
     }
 
+    /// How many connection slots it has.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The slot of `owner`'s commands, or the next one round robin.
     pub(crate) fn slot_of(&self, owner: Option<&str>) -> usize {
         let n = self.slots.len();
+        if n == 1 {
+            return 0;
+        }
         match owner {
             Some(token) => usize::try_from(self.hasher.hash_one(token) % n as u64).unwrap_or(0),
             None => self.next.fetch_add(1, Ordering::Relaxed) % n,

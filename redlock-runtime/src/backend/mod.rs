@@ -131,13 +131,18 @@ pub(crate) enum Backend {
 
 /// Runs one verb on whichever store this is: the Redis ones are async and
 /// bounded by `limit`; the memory one answers at once.
+///
+/// The stores that route or vote (Redlock, Cluster, Sentinel) run their
+/// calls boxed: their futures are several times one Redis's, and every
+/// verb's future is as large as its largest arm, so unboxed they would make
+/// every lock call on one Redis carry (and copy) their size.
 macro_rules! dispatch {
     ($self:ident.$verb:ident($request:expr, $limit:expr)) => {
         match $self {
             Self::Redis(b) => b.$verb($request, $limit).await,
-            Self::Quorum(b) => b.$verb($request, $limit).await,
-            Self::Cluster(b) => b.$verb($request, $limit).await,
-            Self::Sentinel(b) => b.$verb($request, $limit).await,
+            Self::Quorum(b) => Box::pin(b.$verb($request, $limit)).await,
+            Self::Cluster(b) => Box::pin(b.$verb($request, $limit)).await,
+            Self::Sentinel(b) => Box::pin(b.$verb($request, $limit)).await,
             Self::Memory(b) => Ok(b.$verb($request)),
         }
     };
@@ -149,8 +154,8 @@ macro_rules! synchronizer {
     ($self:ident.$verb:ident($request:expr, $limit:expr)) => {
         match $self {
             Self::Redis(b) => b.$verb($request, $limit).await,
-            Self::Cluster(b) => b.$verb($request, $limit).await,
-            Self::Sentinel(b) => b.$verb($request, $limit).await,
+            Self::Cluster(b) => Box::pin(b.$verb($request, $limit)).await,
+            Self::Sentinel(b) => Box::pin(b.$verb($request, $limit)).await,
             Self::Memory(b) => Ok(b.$verb($request)),
             Self::Quorum(_) => Err(OpError::Unsupported(stringify!($verb))),
         }
@@ -190,6 +195,16 @@ impl Backend {
         match self {
             Self::Cluster(c) => c.renewal_pipelines(),
             Self::Redis(_) | Self::Memory(_) | Self::Quorum(_) | Self::Sentinel(_) => Vec::new(),
+        }
+    }
+
+    /// One Redis or Sentinel's primary: batches of coalesced calls sent,
+    /// and the calls in them.
+    pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
+        match self {
+            Self::Redis(b) => b.coalesced_batches(),
+            Self::Sentinel(s) => s.coalesced_batches(),
+            Self::Memory(_) | Self::Quorum(_) | Self::Cluster(_) => (0, 0),
         }
     }
 

@@ -32,6 +32,9 @@ pub(crate) struct Connect {
     pub(crate) tls: Option<TlsCertificates>,
     /// A refused connection fails commands at once (cluster nodes).
     pub(crate) fail_fast: bool,
+    /// Concurrent calls of fenced locks go out as one script call (see
+    /// `redis/coalesce.rs`); never on a cluster or Redlock node.
+    pub(crate) coalesce: bool,
 }
 
 /// Parses a Redis URL (with `tls`'s certificates for a `rediss://` one);
@@ -103,7 +106,9 @@ pub(crate) fn server(
         Some(r) => Some((open_lane(client, redacted, c)?, r)),
         None => None,
     };
-    Ok(RedisBackend::new(plain, waiting, c.fence_retention).with_restart_delay(c.restart_delay))
+    Ok(RedisBackend::new(plain, waiting, c.fence_retention)
+        .with_restart_delay(c.restart_delay)
+        .coalescing(c.coalesce))
 }
 
 /// One Redis server over a pool the user built: shared with them; with
@@ -112,20 +117,25 @@ pub(crate) fn from_pool(
     pool: Pool<RedisConnectionManager>,
     replicas: Option<Replicas>,
     fence_retention: Duration,
+    coalesce: bool,
 ) -> RedisBackend {
     let waiting = replicas.map(|r| {
         let lane = Lane::new(Source::Exclusive(pool.clone()), LastError::default());
         (lane, r)
     });
     let plain = Lane::new(Source::Shared(pool), LastError::default());
-    RedisBackend::new(plain, waiting, fence_retention)
+    RedisBackend::new(plain, waiting, fence_retention).coalescing(coalesce)
 }
 
 /// One Redis server over the user's `ConnectionManager`: one connection,
 /// no `WAIT` lane (refused by the builder).
-pub(crate) fn from_manager(manager: ConnectionManager, fence_retention: Duration) -> RedisBackend {
+pub(crate) fn from_manager(
+    manager: ConnectionManager,
+    fence_retention: Duration,
+    coalesce: bool,
+) -> RedisBackend {
     let plain = Lane::new(Source::Manager(manager), LastError::default());
-    RedisBackend::new(plain, None, fence_retention)
+    RedisBackend::new(plain, None, fence_retention).coalescing(coalesce)
 }
 
 /// Redlock over `urls`: at least 3 distinct servers. The quorum, and its
@@ -157,7 +167,9 @@ pub(crate) fn redlock(
         }
         seen.push(address);
         nodes.push(Node {
-            backend: server(&client, &redacted, c)?,
+            // Each node's acquires are spread by the quorum, under the
+            // node timeout: sent alone.
+            backend: server(&client, &redacted, c)?.coalescing(false),
             name: redacted,
         });
     }

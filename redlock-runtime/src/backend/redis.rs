@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,12 @@ use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Re
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
+mod coalesce;
 mod inspect;
 mod plain;
 mod sync;
+
+use coalesce::Coalescer;
 
 pub(crate) struct RedisBackend {
     /// Every command that needs no `WAIT`.
@@ -30,6 +34,11 @@ pub(crate) struct RedisBackend {
     restart_delay: Option<Duration>,
     /// How releases publish their wake-ups (`SPUBLISH` on a cluster node).
     pub(super) publish: Publish,
+    /// One per connection slot of the plain lane: concurrent acquires and
+    /// releases sent as one script call (see [`coalesce`]); none where
+    /// calls are never coalesced (a cluster node, a Redlock node, or
+    /// turned off).
+    coalescers: Box<[Arc<Coalescer>]>,
 }
 
 /// How many replicas must acknowledge a lock's writes, and how long to wait.
@@ -66,20 +75,36 @@ impl RedisBackend {
         fence_retention: Duration,
     ) -> Self {
         let (waiting, replicas) = waiting.map_or((None, None), |(lane, r)| (Some(lane), Some(r)));
+        let fence_retention_ms = millis_ceil(fence_retention).max(1);
+        let on = Arc::new(AtomicBool::new(true));
+        let coalescers = (0..plain.slot_count())
+            .map(|_| Arc::new(Coalescer::new(fence_retention_ms, Arc::clone(&on))))
+            .collect();
         Self {
             plain,
             waiting,
             replicas,
-            fence_retention_ms: millis_ceil(fence_retention).max(1),
+            fence_retention_ms,
             restart_delay: None,
             publish: Publish::Plain,
+            coalescers,
         }
     }
 
     /// A Redis Cluster master: releases publish with `SPUBLISH`, which
-    /// stays on the shard that owns the lock's slot.
+    /// stays on the shard that owns the lock's slot; calls are never
+    /// coalesced (a batch's keys would span slots).
     pub(crate) fn sharded(mut self) -> Self {
         self.publish = Publish::Sharded;
+        self.coalescing(false)
+    }
+
+    /// Whether concurrent acquires and releases go out as one script call
+    /// (see [`coalesce`]); on unless turned off here.
+    pub(crate) fn coalescing(mut self, on: bool) -> Self {
+        if !on {
+            self.coalescers = Box::new([]);
+        }
         self
     }
 
@@ -188,15 +213,17 @@ impl RedisBackend {
         if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
             return self.acquire_shared(request, limit).await;
         }
-        let plain = !fenced
-            && fresh
-            && line.is_none()
+        // A lock taken in one step of its own, which may be coalesced: a
+        // plain `SET NX` (no token now) or the acquire script (a token).
+        let simple = line.is_none()
             && !want_time
             && keys.kind == Kind::Lock
             && self.replicas.is_none()
             && self.restart_delay.is_none();
-        if plain {
-            return self.acquire_plain(keys, token, ttl, limit).await;
+        if simple {
+            return self
+                .acquire_simple(keys, token, ttl, !fenced && fresh, limit)
+                .await;
         }
         if let Some(presence) = line {
             return self
@@ -265,6 +292,9 @@ impl RedisBackend {
             Kind::Lock | Kind::Latch => {}
         }
         let on = self.acquire_lane();
+        // An acquire of this token still queued or in a batch: the release
+        // must land after it.
+        self.settled(on, token, limit).await?;
         if fair {
             let released = self.release_fair_on(on, keys, token, limit).await?;
             self.leave_queue_on(on, keys, token, limit).await?;
@@ -284,7 +314,7 @@ impl RedisBackend {
             token,
             fair,
             hold,
-            ..
+            fence,
         } = *end;
         let shared = matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. });
         if keys.kind == Kind::Record || shared {
@@ -306,7 +336,12 @@ impl RedisBackend {
                     .await;
             }
             None if fair => self.release_fair_on(On::Plain, keys, token, limit).await?,
-            None => self.release(keys, token, 0, limit).await?,
+            // A lock with a fencing token: its release is coalesced as its
+            // acquire was (see `coalesce`).
+            None => {
+                self.release_simple(On::Plain, keys, token, fence > 0, limit)
+                    .await?
+            }
         };
         Ok(if released {
             Ended::Deleted
@@ -479,16 +514,21 @@ impl RedisBackend {
         fence: u64,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        if fence == 0 {
+            return self.release_simple(on, keys, token, false, limit).await;
+        }
         let retention = self.fence_retention_ms;
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
-                let call = ScriptCall::new(scripts::RELEASE.on(self.publish)).key(&keys.lock);
-                let call = if fence > 0 {
-                    call.key(&keys.fence).arg(token).arg(fence).arg(retention)
-                } else {
-                    call.arg(token)
-                };
-                call.invocation().invoke_async(&mut link.conn).await
+                ScriptCall::new(scripts::RELEASE.on(self.publish))
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .arg(token)
+                    .arg(fence)
+                    .arg(retention)
+                    .invocation()
+                    .invoke_async(&mut link.conn)
+                    .await
             })
             .await?;
         Ok(done == 1)

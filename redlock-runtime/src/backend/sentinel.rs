@@ -315,6 +315,12 @@ impl SentinelBackend {
     pub(crate) fn current_primary(&self) -> Option<Arc<Primary>> {
         self.current()
     }
+
+    /// The current primary's batches of coalesced calls, and their calls.
+    pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
+        self.current()
+            .map_or((0, 0), |p| p.backend.coalesced_batches())
+    }
 }
 
 /// Follows `+switch-master` announcements on the first Sentinel that

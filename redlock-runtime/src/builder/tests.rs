@@ -52,6 +52,26 @@ fn a_setting_the_target_does_not_use_is_refused_not_ignored() {
             LockClient::builder().in_memory().require_noeviction(true),
             "require_noeviction",
         ),
+        (
+            LockClient::builder().in_memory().coalesce(false),
+            "coalesce",
+        ),
+        (
+            LockClient::builder()
+                .cluster(["redis://127.0.0.1:2"])
+                .coalesce(true),
+            "coalesce",
+        ),
+        (
+            LockClient::builder()
+                .redlock([
+                    "redis://127.0.0.1:2",
+                    "redis://127.0.0.1:3",
+                    "redis://127.0.0.1:4",
+                ])
+                .coalesce(false),
+            "coalesce",
+        ),
     ] {
         match refused(builder) {
             ConfigError::NotForTarget { setting: s, .. } => assert_eq!(s, setting),
@@ -74,6 +94,18 @@ async fn the_settings_a_target_uses_build() {
         .build_unchecked()
         .expect("Redlock settings on a Redlock client");
     assert_eq!(redlock.mode(), crate::Mode::Redlock);
+    for coalesce in [true, false] {
+        LockClient::builder()
+            .url("redis://127.0.0.1:1")
+            .coalesce(coalesce)
+            .build_unchecked()
+            .expect("coalescing on one Redis");
+        LockClient::builder()
+            .sentinel(["redis://127.0.0.1:2"], "m")
+            .coalesce(coalesce)
+            .build_unchecked()
+            .expect("coalescing on a Sentinel primary");
+    }
     let memory = LockClient::builder()
         .in_memory()
         .key_prefix("t:")

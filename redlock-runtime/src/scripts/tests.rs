@@ -101,7 +101,7 @@ fn problems(text: &str) -> Vec<String> {
             // Its key is one of KEYS, or a parameter of a shared Lua
             // function that is only ever given one (checked below).
             let key = args.get(1).copied().unwrap_or("");
-            if !(key.starts_with("KEYS[") || ["key", "queue", "waiters"].contains(&key)) {
+            if !from_keys(key) {
                 out.push(format!("{name} on a key not from KEYS: {call}"));
             }
         } else if name != "TIME" {
@@ -114,15 +114,44 @@ fn problems(text: &str) -> Vec<String> {
     if text.contains("..") {
         out.push("string concatenation".to_owned());
     }
-    for helper in ["next_fence(", "purge(", "drop_expired(", "keep_key("] {
-        for (at, _) in text.match_indices(helper) {
-            if !text[..at].ends_with("function ") && !text[at + helper.len()..].starts_with("KEYS[")
-            {
-                out.push(format!("{helper}..) given a key not from KEYS"));
+    for helper in HELPERS {
+        let called = format!("{helper}(");
+        for (at, _) in text.match_indices(&called) {
+            if !text[..at].ends_with("function ") && !from_keys(&text[at + called.len()..]) {
+                out.push(format!("{helper}(..) given a key not from KEYS"));
+            }
+        }
+        // Called through `pcall(helper, key, ..)`.
+        let protected = format!("pcall({helper}, ");
+        for (at, _) in text.match_indices(&protected) {
+            if !text[at + protected.len()..].starts_with("KEYS[") {
+                out.push(format!("pcall({helper}, ..) given a key not from KEYS"));
             }
         }
     }
     out
+}
+
+/// The shared Lua functions whose first argument is a key.
+const HELPERS: [&str; 7] = [
+    "next_fence",
+    "next_fence_at",
+    "purge",
+    "drop_expired",
+    "keep_key",
+    "acquire_lock",
+    "release_lock",
+];
+
+/// Whether `arg` (a call's key argument, or the text that starts with it)
+/// is one of `KEYS`, or the key parameter of a shared function, which the
+/// checks on [`HELPERS`] see given only keys from `KEYS`.
+fn from_keys(arg: &str) -> bool {
+    arg.starts_with("KEYS[")
+        || ["key", "counter", "queue", "waiters"].iter().any(|p| {
+            arg.strip_prefix(p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(','))
+        })
 }
 
 #[test]
@@ -145,6 +174,8 @@ fn the_check_finds_what_a_cluster_rejects() {
         "redis.call('SET', KEYS[1] .. ':x', 1)",
         "redis.call('EVAL', 'return 1', 0)",
         "local x = next_fence(ARGV[1], 1, t)",
+        "local ok, r = pcall(release_lock, ARGV[1], ARGV[2])",
+        "local r = acquire_lock(ARGV[1], KEYS[1], ARGV[2])",
         "return 1",
     ] {
         assert!(!problems(bad).is_empty(), "not caught: {bad}");

@@ -1,77 +1,157 @@
-//! The cheapest correct acquire: a plain `SET key token NX PX ttl`, the
-//! command rslock and the raw baseline send, with the fencing token issued
-//! later, on first ask (see [`scripts::ISSUE_FENCE`]).
+//! The lock's one-step calls, which concurrent callers share (see
+//! [`coalesce`](super::coalesce)): the acquire, as a plain `SET key token
+//! NX PX ttl` (the command rslock and the raw baseline send, with the
+//! fencing token issued later, on first ask: see [`scripts::ISSUE_FENCE`])
+//! or as the acquire script when the token is wanted now; and the
+//! release.
 //!
-//! Used for the first attempt of an acquire that needs nothing else of the
-//! acquire script: no fencing token now, no fair line, no minimum hold, no
-//! replicas to wait for, no restart delay. Any attempt after one whose
-//! outcome may be unknown goes through the script instead, which finds
-//! its own token and keeps the lock (a plain `SET NX` would see the lock
-//! as another owner's).
+//! The plain `SET NX` is used for the first attempt of an acquire that
+//! needs no token now. Any attempt after one whose outcome may be unknown
+//! goes through the script instead, which finds its own token and keeps
+//! the lock (a plain `SET NX` would see the lock as another owner's).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::super::call::ScriptCall;
+use redis::Value;
+
 use super::super::{AcquireReply, IssueFence, Keys, OpError};
+use super::coalesce::{Call, Coalescer};
 use super::{On, RedisBackend, acquire_reply};
 use crate::scripts;
 use crate::util::millis_ceil;
 
 impl RedisBackend {
-    /// One plain `SET NX PX`; a resend on a new connection (the cached one
-    /// was found dead: the first may have landed) runs the acquire script.
-    pub(super) async fn acquire_plain(
+    /// Batches of coalesced calls sent, and the calls in them.
+    pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
+        self.coalescers
+            .iter()
+            .map(|c| c.sent())
+            .fold((0, 0), |(b, c), (b2, c2)| (b + b2, c + c2))
+    }
+
+    /// The coalescer of `owner`'s connection slot on lane `on`, if calls
+    /// there are coalesced.
+    fn coalescer(&self, on: On, owner: &str) -> Option<&Arc<Coalescer>> {
+        if on == On::Waiting && self.waiting.is_some() {
+            return None;
+        }
+        self.coalescers.get(self.plain.slot_of(Some(owner)))
+    }
+
+    /// One call on `owner`'s connection of lane `on`; with `coalesce`,
+    /// coalesced with others where that is on (see [`coalesce`]); its
+    /// answer as its own script gives it.
+    ///
+    /// [`coalesce`]: super::coalesce
+    async fn one_step<'a>(
+        &self,
+        on: On,
+        owner: &str,
+        limit: Duration,
+        coalesce: bool,
+        call: impl Fn() -> Call<&'a str>,
+    ) -> Result<Value, OpError> {
+        let coalescer = self.coalescer(on, owner).filter(|_| coalesce);
+        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        self.run(on, Some(owner), limit, |link| {
+            let call = call();
+            async move {
+                match coalescer {
+                    Some(c) => c.call(link, limit, call).await,
+                    None => Coalescer::alone(link, call, retention, publish).await,
+                }
+            }
+        })
+        .await
+    }
+
+    /// Completes once no acquire of `token` on lane `on` is queued or in a
+    /// batch without an answer (within `limit`): a release sent after it
+    /// lands after them.
+    pub(super) async fn settled(
+        &self,
+        on: On,
+        token: &str,
+        limit: Duration,
+    ) -> Result<(), OpError> {
+        let Some(coalescer) = self.coalescer(on, token) else {
+            return Ok(());
+        };
+        tokio::time::timeout(limit, coalescer.settled(token))
+            .await
+            .map_err(|_| OpError::Timeout(limit))
+    }
+
+    /// One acquire attempt of a lock taken in one step: a plain `SET NX`
+    /// when `plain`, else the acquire script (which issues the token). A
+    /// resend on a new connection (the cached one was found dead: the
+    /// first may have landed) runs the script. The script is coalesced
+    /// with concurrent ones; the plain `SET NX`, already the cheapest
+    /// command, is not (see [`coalesce`](super::coalesce)).
+    pub(super) async fn acquire_simple(
         &self,
         keys: &Keys,
         token: &str,
         ttl: Duration,
+        plain: bool,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let ttl_ms = millis_ceil(ttl);
-        let retention = self.fence_retention_ms;
         let sent = AtomicBool::new(false);
-        self.run(On::Waiting, Some(token), limit, |mut link| {
-            let again = sent.swap(true, Ordering::Relaxed);
-            async move {
-                if again {
-                    let reply: Vec<i64> = ScriptCall::new(scripts::ACQUIRE.on(self.publish))
-                        .key(&keys.lock)
-                        .key(&keys.fence)
-                        .arg(token)
-                        .arg(ttl_ms)
-                        .arg(retention)
-                        .arg("0")
-                        .arg(0)
-                        .invocation()
-                        .invoke_async(&mut link.conn)
-                        .await?;
-                    return Ok(acquire_reply(&reply));
+        let answer = self
+            .one_step(On::Waiting, token, limit, !plain, || {
+                let again = sent.swap(true, Ordering::Relaxed);
+                if plain && !again {
+                    Call::SetNx {
+                        lock: &keys.lock,
+                        token,
+                        ttl_ms,
+                    }
+                } else {
+                    Call::Acquire {
+                        lock: &keys.lock,
+                        fence: &keys.fence,
+                        token,
+                        ttl_ms,
+                    }
                 }
-                // Sized once: the arguments' buffer is not regrown (and
-                // freed) per argument on the hot path.
-                let set: Option<String> = redis::Cmd::with_capacity(
-                    6,
-                    keys.lock.len() + token.len() + "SETNXPX".len() + 20,
-                )
-                .arg("SET")
-                .arg(&keys.lock)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl_ms)
-                .query_async(&mut link.conn)
-                .await?;
-                Ok(match set {
-                    Some(_) => AcquireReply::Acquired {
-                        fence: 0,
-                        at_ms: None,
-                    },
-                    None => AcquireReply::Busy { pttl: None },
-                })
+            })
+            .await?;
+        match answer {
+            // `SET NX` alone answers OK or nil; in a batch, 1 or 0.
+            Value::Okay | Value::Int(1) => Ok(AcquireReply::Acquired {
+                fence: 0,
+                at_ms: None,
+            }),
+            Value::Nil | Value::Int(0) => Ok(AcquireReply::Busy { pttl: None }),
+            answer => {
+                let reply: Vec<i64> =
+                    redis::from_redis_value(answer).map_err(|e| OpError::Reply(e.to_string()))?;
+                Ok(acquire_reply(&reply))
             }
-        })
-        .await
+        }
+    }
+
+    /// Releases the lock if `token` holds it (the release script with one
+    /// key, which wakes the waiters); with `coalesce` (a lock with a
+    /// fencing token), coalesced with concurrent calls.
+    pub(super) async fn release_simple(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        coalesce: bool,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let answer = self
+            .one_step(on, token, limit, coalesce, || Call::Release {
+                lock: &keys.lock,
+                token,
+            })
+            .await?;
+        Ok(answer == Value::Int(1))
     }
 
     /// Issues the fencing token of a lock `token` holds (see
@@ -90,7 +170,7 @@ impl RedisBackend {
                 limit,
                 |fence| *fence > 0,
                 |_| {
-                    ScriptCall::new(scripts::ISSUE_FENCE.on(self.publish))
+                    super::super::call::ScriptCall::new(scripts::ISSUE_FENCE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .arg(token)

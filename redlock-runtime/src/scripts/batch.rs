@@ -1,0 +1,50 @@
+//! The batch of coalesced lock calls: several acquires and releases, of
+//! as many locks, in one script call (see `backend/redis/coalesce.rs`).
+
+use super::{ACQUIRE_STEP, Lua, NEXT_FENCE, RELEASE_STEP};
+
+/// Runs several one-lock calls in order, each through the very step its
+/// own script runs ([`ACQUIRE_STEP`], [`RELEASE_STEP`]), and answers each
+/// as its own script would: a call's answer is the
+/// same whether it went alone or in a batch. Each call runs under `pcall`,
+/// so one that fails (a key holding another type) answers with its error
+/// and the others still run.
+///
+/// Its keys belong to different locks, so it is sent only to a server that
+/// holds every slot (one Redis, a Sentinel primary), never to a cluster
+/// node; a server or proxy that refuses a script over several slots makes
+/// the client send each call alone from then on.
+///
+/// `ARGV[1]` the fencing counters' retention (ms); then per call, its
+/// code and arguments, with its keys in `KEYS` in the same order:
+/// - `f`, token, ttl (ms); `KEYS` lock, counter: a fenced acquire,
+///   answering `{1, fence}` or `{0, pttl}`;
+/// - `r`, token; `KEYS` lock: a release, answering 1 or 0.
+///
+/// Returns one answer per call, in order. Redis's clock is read once, for
+/// the first fenced acquire, and serves every fenced acquire of the batch
+/// (see [`NEXT_FENCE`]'s `next_fence_at`): tokens still increase per key,
+/// because each token is the larger of its counter + 1 and that reading.
+pub(crate) static BATCH: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_STEP, RELEASE_STEP, BATCH_BODY]);
+const BATCH_BODY: &str = r"
+local retention, now_us, now_text = ARGV[1], nil, nil
+local out, k, a = {}, 1, 2
+while a <= #ARGV do
+  local code, ok, res = ARGV[a], false, nil
+  if code == 'f' then
+    if not now_us then now_us, now_text = clock_us(redis.call('TIME')) end
+    ok, res = pcall(acquire_lock, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], retention, now_us, now_text)
+    k, a = k + 2, a + 3
+  elseif code == 'r' then
+    ok, res = pcall(release_lock, KEYS[k], ARGV[a + 1])
+    k, a = k + 1, a + 2
+  else
+    return redis.error_reply('ERR unknown call in a redlock batch')
+  end
+  if not ok then
+    res = {err = (type(res) == 'table' and res.err) or tostring(res)}
+  end
+  out[#out + 1] = res
+end
+return out
+";
