@@ -49,7 +49,7 @@ use redis::aio::MultiplexedConnection;
 use crate::baselines;
 use crate::config::Config;
 use crate::support::connect;
-use crate::uncontended::{CONCURRENCIES, Measured, UNCONTENDED_TTL, pair_numbers, run};
+use crate::uncontended::{CONCURRENCIES, Measured, UNCONTENDED_TTL, pair_numbers, run, with_cpu};
 
 /// The candidates, in the order they are run and shown, each with what it
 /// sends.
@@ -301,6 +301,7 @@ async fn pair(
 /// order and added up, as the uncontended group's.
 pub(crate) async fn candidates(url: &str, cfg: &Config) -> Vec<Measured> {
     let conn = connect(url).await;
+    let mut admin = connect(url).await;
     let scripts = Arc::new(Scripts::new());
     let rounds = (cfg.uncontended_secs.as_secs_f64() / SLICE.as_secs_f64())
         .round()
@@ -319,10 +320,13 @@ pub(crate) async fn candidates(url: &str, cfg: &Config) -> Vec<Measured> {
                 let name = CANDIDATES[which].0;
                 let (first, warm) = (pair_numbers(round, concurrency), round == 0);
                 let (conn, scripts) = (conn.clone(), scripts.clone());
-                let measured = run(name, concurrency, slice, first, warm, move |task, i| {
-                    let (conn, scripts) = (conn.clone(), scripts.clone());
-                    async move { pair(name, conn, &scripts, task, i).await }
-                })
+                let measured = with_cpu(
+                    &mut admin,
+                    run(name, concurrency, slice, first, warm, move |task, i| {
+                        let (conn, scripts) = (conn.clone(), scripts.clone());
+                        async move { pair(name, conn, &scripts, task, i).await }
+                    }),
+                )
                 .await;
                 cells[which].absorb(measured);
             }

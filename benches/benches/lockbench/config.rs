@@ -21,10 +21,12 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
                         comma-separated subset of raw,ours,ours_fenced,rslock run by the
                         uncontended group (default all; e.g. one of them under a profiler;
                         a ratio without its raw or rslock cell is null)
+  --coalesce on|off     whether our clients coalesce the calls of fenced locks (default on,
+                        the client's default; off measures what coalescing brings)
 
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
 LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
-LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS (flags win),
+LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS, LOCKBENCH_COALESCE (flags win),
 and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 1, the
 client's own default without replicas).
 Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
@@ -44,6 +46,8 @@ pub(crate) struct Config {
     pub(crate) pool_size: u32,
     /// The implementations the uncontended group runs (all by default).
     pub(crate) uncontended_impls: Vec<&'static str>,
+    /// Our clients coalesce the calls of fenced locks (their default).
+    pub(crate) coalesce: bool,
     pub(crate) run_uncontended: bool,
     /// The acquire group: candidate acquire and release commands on a
     /// plain connection, no lock client.
@@ -67,6 +71,7 @@ impl Default for Config {
             latch_rounds: 20,
             pool_size: 1,
             uncontended_impls: crate::uncontended::UNCONTENDED_IMPLS.to_vec(),
+            coalesce: true,
             run_uncontended: true,
             run_acquire: true,
             run_contended: true,
@@ -117,6 +122,7 @@ impl Config {
             ("LOCKBENCH_RENEWAL_LOCKS", "--renewal-locks"),
             ("LOCKBENCH_LATCH_ROUNDS", "--latch-rounds"),
             ("LOCKBENCH_UNCONTENDED_IMPLS", "--uncontended-impls"),
+            ("LOCKBENCH_COALESCE", "--coalesce"),
         ] {
             if let Some(value) = env(name) {
                 cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
@@ -178,6 +184,13 @@ impl Config {
             "--renewal-secs" => self.renewal_secs = secs(value)?,
             "--renewal-locks" => self.renewal_locks = count(value)?,
             "--latch-rounds" => self.latch_rounds = count(value)?,
+            "--coalesce" => {
+                self.coalesce = match value {
+                    "on" | "1" | "true" => true,
+                    "off" | "0" | "false" => false,
+                    other => return Err(format!("{flag}: `{other}` is not on or off")),
+                }
+            }
             "--uncontended-impls" => {
                 let all = crate::uncontended::UNCONTENDED_IMPLS;
                 let mut chosen = Vec::new();

@@ -159,6 +159,8 @@ struct Meta<'a> {
     renewal_secs: f64,
     renewal_locks: usize,
     latch_rounds: usize,
+    /// Whether our clients coalesced the calls of fenced locks.
+    coalesce: bool,
 }
 
 #[derive(Serialize)]
@@ -177,6 +179,12 @@ struct UncontendedRow<'a> {
     ratio_to_raw: f64,
     #[serde(serialize_with = "num")]
     ratio_to_rslock: f64,
+    /// This process's CPU µs per pair (its threads' schedstat).
+    #[serde(serialize_with = "num")]
+    client_cpu_us_per_pair: f64,
+    /// redis-server's CPU µs per pair (`INFO cpu`).
+    #[serde(serialize_with = "num")]
+    server_cpu_us_per_pair: f64,
 }
 
 /// The server's keys and memory after the uncontended group.
@@ -192,6 +200,9 @@ struct UncontendedKeysRow<'a> {
     pairs_by_impl: &'a BTreeMap<&'static str, usize>,
     /// Untimed pairs per implementation, which leave keys as well.
     warm_up_pairs_per_impl: u64,
+    /// Our clients' batches of coalesced calls, and the calls in them.
+    coalesced_batches_by_impl: BTreeMap<&'static str, u64>,
+    coalesced_calls_by_impl: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -207,6 +218,12 @@ struct CandidateRow<'a> {
     p99_us: u32,
     #[serde(serialize_with = "num")]
     ratio_to_set_nx: f64,
+    /// This process's CPU µs per pair (its threads' schedstat).
+    #[serde(serialize_with = "num")]
+    client_cpu_us_per_pair: f64,
+    /// redis-server's CPU µs per pair (`INFO cpu`).
+    #[serde(serialize_with = "num")]
+    server_cpu_us_per_pair: f64,
 }
 
 #[derive(Serialize)]
@@ -314,6 +331,7 @@ pub(crate) fn meta(redis_version: &str, cfg: &Config) {
         renewal_secs: cfg.renewal_secs.as_secs_f64(),
         renewal_locks: cfg.renewal_locks,
         latch_rounds: cfg.latch_rounds,
+        coalesce: cfg.coalesce,
     }));
 }
 
@@ -329,6 +347,8 @@ pub(crate) fn uncontended(results: &[Measured]) {
             p99_us: percentile(&r.latencies_us, 0.99),
             ratio_to_raw: ratio_to_raw(results, r),
             ratio_to_rslock: ratio_to_rslock(results, r),
+            client_cpu_us_per_pair: r.client_us_per_pair(),
+            server_cpu_us_per_pair: r.server_us_per_pair(),
         }));
     }
 }
@@ -344,6 +364,8 @@ pub(crate) fn key_space(k: &KeySpace) {
         pairs_measured: k.pairs_measured,
         pairs_by_impl: &k.pairs_by_impl,
         warm_up_pairs_per_impl: k.warm_up_pairs,
+        coalesced_batches_by_impl: k.coalesced.iter().map(|(i, (b, _))| (*i, *b)).collect(),
+        coalesced_calls_by_impl: k.coalesced.iter().map(|(i, (_, c))| (*i, *c)).collect(),
     }));
 }
 
@@ -358,6 +380,8 @@ pub(crate) fn candidates(results: &[Measured]) {
             p50_us: percentile(&r.latencies_us, 0.50),
             p99_us: percentile(&r.latencies_us, 0.99),
             ratio_to_set_nx: ratio_to_set_nx(results, r),
+            client_cpu_us_per_pair: r.client_us_per_pair(),
+            server_cpu_us_per_pair: r.server_us_per_pair(),
         }));
     }
 }

@@ -32,11 +32,18 @@
 //!   - `rslock`: `manager.acquire(key)` then `guard.release()` on one shared
 //!     `rslock::LockManager`;
 //!
-//!   with each one's ratio to `raw` and to `rslock` of the same run. The
-//!   cells run as interleaved 0.5 s slices, so drift in the machine's
-//!   state hits all alike: the ratio is the number to compare across
-//!   runs. Then the server's key count and used memory, which show what
-//!   the pairs leave behind (fencing counters: see [`uncontended`]);
+//!   with each one's ratio to `raw` and to `rslock` of the same run, and
+//!   the CPU time each pair cost this process (every client in it) and
+//!   redis-server (`client us/p`, `server us/p`: threads' schedstat and
+//!   `INFO cpu`, read around each slice). The cells run as interleaved
+//!   0.5 s slices, so drift in the machine's state hits all alike: the
+//!   ratio is the number to compare across runs; on this kind of machine
+//!   (2 cores shared by the clients and Redis) the pairs/s of a cell
+//!   follow its total CPU per pair. Then the server's key count and used
+//!   memory, which show what the pairs leave behind (fencing counters: see
+//!   [`uncontended`]), and the batches our clients coalesced their fenced
+//!   locks' calls into (`--coalesce off` sends every call alone, to
+//!   measure what coalescing brings);
 //! - **acquire** (`--uncontended-secs` per cell, [`candidates`]): the
 //!   acquire and release commands a lock client could send, on one plain
 //!   `MultiplexedConnection` with no lock client, as acquire+release pairs

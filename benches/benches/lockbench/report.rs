@@ -17,21 +17,34 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
         cfg.uncontended_secs.as_secs_f64()
     );
     println!(
-        "{:<11} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9}",
-        "impl", "concurrency", "pairs/s", "p50 us", "p99 us", "vs raw", "vs rslock"
+        "{:<11} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9} {:>11} {:>11}",
+        "impl",
+        "concurrency",
+        "pairs/s",
+        "p50 us",
+        "p99 us",
+        "vs raw",
+        "vs rslock",
+        "client us/p",
+        "server us/p"
     );
     for r in results {
         println!(
-            "{:<11} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2}",
+            "{:<11} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2} {:>11.2} {:>11.2}",
             r.name,
             r.concurrency,
             r.per_sec(),
             percentile(&r.latencies_us, 0.50),
             percentile(&r.latencies_us, 0.99),
             ratio_to_raw(results, r),
-            ratio_to_rslock(results, r)
+            ratio_to_rslock(results, r),
+            r.client_us_per_pair(),
+            r.server_us_per_pair()
         );
     }
+    println!(
+        "  client us/p: this process's CPU time per pair (its threads' schedstat), server us/p: redis-server's (INFO cpu), both over the cell's slices"
+    );
 }
 
 pub(crate) fn print_key_space(k: &KeySpace) {
@@ -57,6 +70,22 @@ pub(crate) fn print_key_space(k: &KeySpace) {
         pairs.join(", "),
         k.warm_up_pairs
     );
+    let coalesced: Vec<String> = k
+        .coalesced
+        .iter()
+        .map(|(i, (batches, calls))| {
+            let per = if *batches == 0 {
+                0.0
+            } else {
+                *calls as f64 / *batches as f64
+            };
+            format!("{i} {batches} batches of {calls} calls ({per:.1} per batch)")
+        })
+        .collect();
+    println!(
+        "  coalesced: {} (calls of fenced locks only; the rest went alone)",
+        coalesced.join(", ")
+    );
 }
 
 pub(crate) fn print_candidates(results: &[Measured], cfg: &Config) {
@@ -65,18 +94,27 @@ pub(crate) fn print_candidates(results: &[Measured], cfg: &Config) {
         cfg.uncontended_secs.as_secs_f64()
     );
     println!(
-        "{:<22} {:>11} {:>10} {:>8} {:>8} {:>9}",
-        "candidate", "concurrency", "pairs/s", "p50 us", "p99 us", "vs set_nx"
+        "{:<22} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11} {:>11}",
+        "candidate",
+        "concurrency",
+        "pairs/s",
+        "p50 us",
+        "p99 us",
+        "vs set_nx",
+        "client us/p",
+        "server us/p"
     );
     for r in results {
         println!(
-            "{:<22} {:>11} {:>10.0} {:>8} {:>8} {:>9.2}",
+            "{:<22} {:>11} {:>10.0} {:>8} {:>8} {:>9.2} {:>11.2} {:>11.2}",
             r.name,
             r.concurrency,
             r.per_sec(),
             percentile(&r.latencies_us, 0.50),
             percentile(&r.latencies_us, 0.99),
-            ratio_to_set_nx(results, r)
+            ratio_to_set_nx(results, r),
+            r.client_us_per_pair(),
+            r.server_us_per_pair()
         );
     }
     for (name, what) in CANDIDATES {

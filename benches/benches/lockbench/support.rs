@@ -22,12 +22,14 @@ pub(crate) async fn ours_client(url: &str, pool_size: u32) -> LockClient {
 }
 
 /// One of our clients built with `.fenced(true)`: every acquire issues a
-/// fencing token in the acquire script.
-pub(crate) async fn ours_fenced_client(url: &str, pool_size: u32) -> LockClient {
+/// fencing token in the acquire script; with `coalesce` (the client's
+/// default), concurrent acquires and releases go out in batches.
+pub(crate) async fn ours_fenced_client(url: &str, pool_size: u32, coalesce: bool) -> LockClient {
     LockClient::builder()
         .url(url)
         .pool_size(pool_size)
         .fenced(true)
+        .coalesce(coalesce)
         .build()
         .await
         .expect("our fenced lock client connects")
@@ -101,6 +103,60 @@ pub(crate) async fn commandstats(conn: &mut MultiplexedConnection) -> BTreeMap<S
             Some((name.to_owned(), calls))
         })
         .collect()
+}
+
+/// CPU time used so far by this process (the clients) and by the
+/// benchmark's redis-server, read before and after each slice of a cell so
+/// that each implementation's cell says what a pair costs on both sides.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CpuTimes {
+    /// This process: the sum of its threads' time on a CPU
+    /// (`/proc/self/task/*/schedstat`, ns; zero elsewhere than Linux).
+    pub(crate) client: Duration,
+    /// redis-server: `used_cpu_user` + `used_cpu_sys` from `INFO cpu`.
+    pub(crate) server: Duration,
+}
+
+impl CpuTimes {
+    /// Now, on both sides.
+    pub(crate) async fn now(admin: &mut MultiplexedConnection) -> Self {
+        let text = info(admin, "cpu").await;
+        let secs = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let server = secs("used_cpu_user") + secs("used_cpu_sys");
+        CpuTimes {
+            client: client_cpu(),
+            server: Duration::from_secs_f64(server.max(0.0)),
+        }
+    }
+
+    /// What was used from `earlier` to `self`.
+    pub(crate) fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            client: self.client.saturating_sub(earlier.client),
+            server: self.server.saturating_sub(earlier.server),
+        }
+    }
+}
+
+/// This process's CPU time: the sum over its live threads of the first
+/// field of `/proc/self/task/<tid>/schedstat` (ns on a CPU). The tokio
+/// workers live as long as the process, so no thread's time is lost
+/// between two readings.
+fn client_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let ns: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
 }
 
 /// This process's resident memory in MiB (Linux; `None` elsewhere).

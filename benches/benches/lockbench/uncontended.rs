@@ -33,7 +33,7 @@ use redlock_runtime::LockClient;
 
 use crate::baselines;
 use crate::config::Config;
-use crate::support::{connect, micros, ours_client, ours_fenced_client, used_memory};
+use crate::support::{CpuTimes, connect, micros, ours_client, ours_fenced_client, used_memory};
 
 pub(crate) const CONCURRENCIES: [usize; 2] = [1, 32];
 /// Lease of the uncontended locks, for all the implementations.
@@ -55,6 +55,9 @@ pub(crate) struct Measured {
     pub(crate) elapsed: Duration,
     /// Sorted once the cell is complete.
     pub(crate) latencies_us: Vec<u32>,
+    /// CPU time used during the cell's slices, by this process (every
+    /// client in it, the benchmark's own loop included) and by redis-server.
+    pub(crate) cpu: CpuTimes,
 }
 
 impl Measured {
@@ -65,6 +68,7 @@ impl Measured {
             pairs: 0,
             elapsed: Duration::ZERO,
             latencies_us: Vec::new(),
+            cpu: CpuTimes::default(),
         }
     }
 
@@ -72,6 +76,18 @@ impl Measured {
         self.pairs += slice.pairs;
         self.elapsed += slice.elapsed;
         self.latencies_us.extend(slice.latencies_us);
+        self.cpu.client += slice.cpu.client;
+        self.cpu.server += slice.cpu.server;
+    }
+
+    /// Client (this process) CPU µs per pair.
+    pub(crate) fn client_us_per_pair(&self) -> f64 {
+        self.cpu.client.as_secs_f64() * 1e6 / self.pairs as f64
+    }
+
+    /// redis-server CPU µs per pair.
+    pub(crate) fn server_us_per_pair(&self) -> f64 {
+        self.cpu.server.as_secs_f64() * 1e6 / self.pairs as f64
     }
 
     pub(crate) fn per_sec(&self) -> f64 {
@@ -120,6 +136,9 @@ pub(crate) struct KeySpace {
     pub(crate) pairs_by_impl: BTreeMap<&'static str, usize>,
     /// Untimed warm-up pairs per implementation (they leave keys too).
     pub(crate) warm_up_pairs: u64,
+    /// Our clients' batches of coalesced calls, and the calls they carried
+    /// (see `LockClientBuilder::coalesce`), by implementation.
+    pub(crate) coalesced: BTreeMap<&'static str, (u64, u64)>,
 }
 
 /// Which uncontended implementation `key` belongs to: `name:task:i` (raw,
@@ -213,7 +232,20 @@ where
         pairs: latencies_us.len(),
         elapsed: started.elapsed(),
         latencies_us,
+        cpu: CpuTimes::default(),
     }
+}
+
+/// `slice`, with the CPU time both sides used while it ran (read through
+/// `admin` before and after it).
+pub(crate) async fn with_cpu<F: Future<Output = Measured>>(
+    admin: &mut MultiplexedConnection,
+    slice: F,
+) -> Measured {
+    let before = CpuTimes::now(admin).await;
+    let mut measured = slice.await;
+    measured.cpu = CpuTimes::now(admin).await.since(before);
+    measured
 }
 
 /// Where a slice's pair numbers start: apart for every round and
@@ -314,7 +346,7 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
         conn: connect(url).await,
         script: Arc::new(baselines::release_script()),
         client: ours_client(url, cfg.pool_size).await,
-        fenced: ours_fenced_client(url, cfg.pool_size).await,
+        fenced: ours_fenced_client(url, cfg.pool_size, cfg.coalesce).await,
         manager: rslock::LockManager::new(vec![url.to_owned()]),
     };
     let mut admin = bench.conn.clone();
@@ -343,9 +375,11 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
                 // the warm-up's), so the fencing counters left number the
                 // pairs run.
                 let first = pair_numbers(round, concurrency);
-                let measured = bench
-                    .slice(cell.name, concurrency, slice, first, round == 0)
-                    .await;
+                let measured = with_cpu(
+                    &mut admin,
+                    bench.slice(cell.name, concurrency, slice, first, round == 0),
+                )
+                .await;
                 cell.absorb(measured);
             }
         }
@@ -360,7 +394,12 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
     for r in &results {
         *pairs_by_impl.entry(r.name).or_insert(0) += r.pairs;
     }
+    let coalesced = [("ours", &bench.client), ("ours_fenced", &bench.fenced)]
+        .into_iter()
+        .map(|(name, client)| (name, redlock_runtime::__private::coalesced_batches(client)))
+        .collect();
     let keys = KeySpace {
+        coalesced,
         keys_before,
         keys: dbsize(&mut admin).await,
         used_memory_before,
