@@ -36,6 +36,15 @@ async fn fenced_with(
         .expect("connect")
 }
 
+/// A Redis behind a latency proxy, and a fenced client of it (warmed up).
+async fn proxied() -> (RedisServer, FaultProxy, LockClient) {
+    let server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let locks = fenced(&proxy.url()).await;
+    warm_up(&locks).await;
+    (server, proxy, locks)
+}
+
 /// One acquire and release, so the scripts are in Redis's cache.
 async fn warm_up(locks: &LockClient) {
     let guard = locks.lock("warm-up").acquire().await.expect("warm-up");
@@ -64,6 +73,36 @@ async fn none_held_within(url: &str, limit: Duration) -> Vec<String> {
     }
 }
 
+/// `n` tasks at once, each taking and releasing a lock of its own
+/// (`{prefix}:{i}`); panics, saying `what`, on a failure.
+async fn wave(locks: &LockClient, prefix: &str, n: usize, what: &str) {
+    let mut tasks = JoinSet::new();
+    for i in 0..n {
+        let (locks, key) = (locks.clone(), format!("{prefix}:{i}"));
+        tasks.spawn(async move {
+            let guard = locks.lock(key).acquire().await?;
+            guard.release().await
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("task")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
+/// Once everything on its way through `proxy` has landed (the calls cut
+/// short, the give-backs and releases that follow them), no lock is held.
+async fn all_given_back(server: &RedisServer, proxy: &FaultProxy) {
+    assert!(
+        proxy
+            .await_quiet(Duration::from_millis(200), Duration::from_secs(20))
+            .await,
+        "the proxy went quiet"
+    );
+    let left = none_held_within(&server.url(), Duration::from_secs(2)).await;
+    assert!(left.is_empty(), "still held: {left:?}");
+}
+
 /// `EVALSHA` calls the server counted so far.
 async fn evalsha_calls(url: &str) -> u64 {
     let mut conn = raw_connection(url).await;
@@ -81,10 +120,7 @@ async fn evalsha_calls(url: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_fenced_locks_go_out_in_batches_and_keep_their_guarantees() {
-    let server = RedisServer::start().await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let locks = fenced(&proxy.url()).await;
-    warm_up(&locks).await;
+    let (server, proxy, locks) = proxied().await;
     proxy.set_latency(Duration::from_millis(10));
     let evalsha_before = evalsha_calls(&server.url()).await;
 
@@ -152,10 +188,7 @@ async fn concurrent_fenced_locks_go_out_in_batches_and_keep_their_guarantees() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_fails_in_a_batch_fails_alone() {
-    let server = RedisServer::start().await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let locks = fenced(&proxy.url()).await;
-    warm_up(&locks).await;
+    let (server, proxy, locks) = proxied().await;
     // A lock key that holds a hash: its acquire fails with WRONGTYPE.
     let mut raw = raw_connection(server.url()).await;
     let _: () = raw
@@ -198,10 +231,7 @@ async fn a_call_that_fails_in_a_batch_fails_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_cut_short_queued_or_in_a_batch_leave_nothing_held() {
-    let server = RedisServer::start().await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let locks = fenced(&proxy.url()).await;
-    warm_up(&locks).await;
+    let (server, proxy, locks) = proxied().await;
     // A round trip takes 100 ms: 2 calls go out alone, the rest wait in
     // the queue for 100 ms, then go out as a batch answered 100 ms later.
     proxy.set_latency(Duration::from_millis(50));
@@ -228,22 +258,12 @@ async fn acquires_cut_short_queued_or_in_a_batch_leave_nothing_held() {
         "calls were batched"
     );
     // Everything the cut-short acquires sent, and their give-backs, lands.
-    assert!(
-        proxy
-            .await_quiet(Duration::from_millis(200), Duration::from_secs(20))
-            .await,
-        "the proxy went quiet"
-    );
-    let left = none_held_within(&server.url(), Duration::from_secs(2)).await;
-    assert!(left.is_empty(), "still held: {left:?}");
+    all_given_back(&server, &proxy).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_cut_under_batches_leaves_nothing_held() {
-    let server = RedisServer::start().await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let locks = fenced(&proxy.url()).await;
-    warm_up(&locks).await;
+    let (server, proxy, locks) = proxied().await;
     proxy.set_latency(Duration::from_millis(40));
     let mut tasks = JoinSet::new();
     for i in 0..32 {
@@ -266,30 +286,12 @@ async fn a_connection_cut_under_batches_leaves_nothing_held() {
     while let Some(done) = tasks.join_next().await {
         done.expect("task");
     }
-    assert!(
-        proxy
-            .await_quiet(Duration::from_millis(200), Duration::from_secs(20))
-            .await,
-        "the proxy went quiet"
-    );
-    let left = none_held_within(&server.url(), Duration::from_secs(2)).await;
-    assert!(left.is_empty(), "still held: {left:?}");
+    all_given_back(&server, &proxy).await;
 
     // The client carries on, batching again.
     proxy.set_latency(Duration::from_millis(10));
     let before = coalesced_batches(&locks).0;
-    let mut tasks = JoinSet::new();
-    for i in 0..16 {
-        let locks = locks.clone();
-        tasks.spawn(async move {
-            let guard = locks.lock(format!("after:{i}")).acquire().await?;
-            guard.release().await
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.expect("task")
-            .expect("acquire and release after the cut");
-    }
+    wave(&locks, "after", 16, "acquire and release after the cut").await;
     assert!(coalesced_batches(&locks).0 > before, "batching again");
 }
 
@@ -330,10 +332,7 @@ async fn a_paused_redis_with_calls_queued_is_left_nothing_held_once_it_resumes()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_after_a_script_flush_loads_its_script_again() {
-    let server = RedisServer::start().await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let locks = fenced(&proxy.url()).await;
-    warm_up(&locks).await;
+    let (server, proxy, locks) = proxied().await;
     let mut raw = raw_connection(server.url()).await;
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
@@ -341,18 +340,13 @@ async fn a_batch_after_a_script_flush_loads_its_script_again() {
         .await
         .expect("SCRIPT FLUSH");
     proxy.set_latency(Duration::from_millis(20));
-    let mut tasks = JoinSet::new();
-    for i in 0..24 {
-        let locks = locks.clone();
-        tasks.spawn(async move {
-            let guard = locks.lock(format!("flushed:{i}")).acquire().await?;
-            guard.release().await
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.expect("task")
-            .expect("acquire and release after SCRIPT FLUSH");
-    }
+    wave(
+        &locks,
+        "flushed",
+        24,
+        "acquire and release after SCRIPT FLUSH",
+    )
+    .await;
     assert!(coalesced_batches(&locks).0 > 0, "calls were batched");
 }
 
@@ -393,26 +387,10 @@ async fn a_server_that_refuses_scripts_over_several_slots_gets_each_call_alone()
     let locks = fenced(&proxy.url()).await;
     warm_up(&locks).await;
     proxy.set_latency(Duration::from_millis(20));
-    let wave = |name: &'static str| {
-        let locks = locks.clone();
-        async move {
-            let mut tasks = JoinSet::new();
-            for i in 0..16 {
-                let locks = locks.clone();
-                tasks.spawn(async move {
-                    let guard = locks.lock(format!("{name}:{i}")).acquire().await?;
-                    guard.release().await
-                });
-            }
-            while let Some(done) = tasks.join_next().await {
-                done.expect("task").expect("every call succeeds, alone");
-            }
-        }
-    };
-    wave("refused").await;
+    wave(&locks, "refused", 16, "every call succeeds, alone").await;
     let (batches, _) = coalesced_batches(&locks);
     assert!(batches >= 1, "a batch was tried");
-    wave("alone").await;
+    wave(&locks, "alone", 16, "every call succeeds, alone").await;
     assert_eq!(
         coalesced_batches(&locks).0,
         batches,

@@ -280,20 +280,25 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
 
 /// A soak client on one Redis (with `replicas`: waiting for one replica).
 fn client_with(url: &str, replicas: bool) -> LockClient {
-    let builder = LockClient::builder()
-        .url(url)
-        .command_timeout(Duration::from_millis(300))
-        .connection_timeout(Duration::from_millis(300))
-        .retry(RetryPolicy::new(
-            Duration::from_millis(2),
-            Duration::from_millis(50),
-        ));
+    let builder = soak_builder(url);
     let builder = if replicas {
         builder.replicas(1, Duration::from_millis(100))
     } else {
         builder
     };
     builder.build_unchecked().expect("client")
+}
+
+/// The soak's settings: short timeouts and retries.
+fn soak_builder(url: &str) -> redlock_runtime::LockClientBuilder {
+    LockClient::builder()
+        .url(url)
+        .command_timeout(Duration::from_millis(300))
+        .connection_timeout(Duration::from_millis(300))
+        .retry(RetryPolicy::new(
+            Duration::from_millis(2),
+            Duration::from_millis(50),
+        ))
 }
 
 fn client(url: &str) -> LockClient {
@@ -303,27 +308,47 @@ fn client(url: &str) -> LockClient {
 /// A soak client that issues every token with its acquire: its calls are
 /// coalesced (see `tests/coalesce.rs`) when its workers send them at once.
 fn fenced_client(url: &str) -> LockClient {
-    LockClient::builder()
-        .url(url)
+    soak_builder(url)
         .fenced(true)
-        .command_timeout(Duration::from_millis(300))
-        .connection_timeout(Duration::from_millis(300))
-        .retry(RetryPolicy::new(
-            Duration::from_millis(2),
-            Duration::from_millis(50),
-        ))
         .build_unchecked()
         .expect("client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_with_aof_always() {
+    soak_aof_always("one Redis, AOF always", 1, |url| {
+        vec![client(url), client(url)]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_with_coalesced_fenced_calls() {
+    // All six workers on one fenced client: their acquires and releases
+    // go out in batches while the faults hit.
+    let clients = soak_aof_always("one Redis, AOF always, coalesced fenced calls", 4, |url| {
+        vec![fenced_client(url)]
+    })
+    .await;
+    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
+    println!("coalesced: {batches} batches of {calls} calls");
+    assert!(batches > 0, "the soak's calls were coalesced");
+}
+
+/// The soak on one Redis with an AOF fsynced on every write (the lock
+/// survives a SIGKILL), behind a proxy: latency, cuts, pauses and restarts
+/// from the AOF. `clients(url)` makes the clients the workers share.
+async fn soak_aof_always(
+    name: &str,
+    seed: u64,
+    clients: impl FnOnce(&str) -> Vec<LockClient>,
+) -> Vec<LockClient> {
     let mut server =
         RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
     let proxy = FaultProxy::start(server.addr()).await;
-    let clients = [client(&proxy.url()), client(&proxy.url())];
-    let soak = Soak::start(&clients, 1);
-    let mut rng = fastrand::Rng::with_seed(11);
+    let clients = clients(&proxy.url());
+    let soak = Soak::start(&clients, seed);
+    let mut rng = fastrand::Rng::with_seed(seed * 11);
     let mut faults = 0;
     while soak.running() {
         tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
@@ -335,53 +360,14 @@ async fn soak_one_redis_with_aof_always() {
                     .pause_for(Duration::from_millis(rng.u64(50..400)))
                     .await
             }
-            // AOF with fsync on every write: the lock survives a SIGKILL.
             3 => server.restart_keeping_data().await,
             _ => proxy.set_latency(Duration::ZERO),
         }
         faults += 1;
     }
     proxy.set_latency(Duration::ZERO);
-    soak.finish("one Redis, AOF always", faults, true, &[server.url()])
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn soak_one_redis_with_coalesced_fenced_calls() {
-    // All six workers on one fenced client, through a latency proxy: their
-    // acquires and releases go out in batches while the faults hit.
-    let mut server =
-        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
-    let proxy = FaultProxy::start(server.addr()).await;
-    let clients = [fenced_client(&proxy.url())];
-    let soak = Soak::start(&clients, 4);
-    let mut rng = fastrand::Rng::with_seed(44);
-    let mut faults = 0;
-    while soak.running() {
-        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
-        match rng.u8(0..5) {
-            0 | 4 => proxy.set_latency(Duration::from_millis(rng.u64(5..60))),
-            1 => proxy.cut_all(),
-            2 => {
-                server
-                    .pause_for(Duration::from_millis(rng.u64(50..400)))
-                    .await
-            }
-            _ => server.restart_keeping_data().await,
-        }
-        faults += 1;
-    }
-    proxy.set_latency(Duration::ZERO);
-    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
-    println!("coalesced: {batches} batches of {calls} calls");
-    assert!(batches > 0, "the soak's calls were coalesced");
-    soak.finish(
-        "one Redis, AOF always, coalesced fenced calls",
-        faults,
-        true,
-        &[server.url()],
-    )
-    .await;
+    soak.finish(name, faults, true, &[server.url()]).await;
+    clients
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
