@@ -372,13 +372,41 @@ async fn soak_aof_always(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
-    // Locks do not survive these restarts (documented): holders may
-    // overlap, and the fencing tokens must still keep the store safe.
+    soak_restarts("one Redis, restarts empty and from RDB", 2, |url| {
+        vec![client(url), client(url)]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_restarting_with_coalesced_fenced_calls() {
+    // Batches read Redis's clock once for all their acquires: tokens must
+    // still increase across restarts empty and rollbacks to a snapshot.
+    let clients = soak_restarts(
+        "one Redis, restarts empty and from RDB, coalesced fenced calls",
+        5,
+        |url| vec![fenced_client(url)],
+    )
+    .await;
+    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
+    println!("coalesced: {batches} batches of {calls} calls");
+    assert!(batches > 0, "the soak's calls were coalesced");
+}
+
+/// The soak on one Redis that restarts empty or from its last RDB
+/// snapshot, behind a proxy. Locks do not survive these restarts
+/// (documented): holders may overlap, and the fencing tokens must still
+/// keep the store safe. `clients(url)` makes the clients the workers share.
+async fn soak_restarts(
+    name: &str,
+    seed: u64,
+    clients: impl FnOnce(&str) -> Vec<LockClient>,
+) -> Vec<LockClient> {
     let mut server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
-    let clients = [client(&proxy.url()), client(&proxy.url())];
-    let soak = Soak::start(&clients, 2);
-    let mut rng = fastrand::Rng::with_seed(22);
+    let clients = clients(&proxy.url());
+    let soak = Soak::start(&clients, seed);
+    let mut rng = fastrand::Rng::with_seed(seed * 11);
     let mut faults = 0;
     while soak.running() {
         tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
@@ -399,13 +427,8 @@ async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
         faults += 1;
     }
     proxy.set_latency(Duration::ZERO);
-    soak.finish(
-        "one Redis, restarts empty and from RDB",
-        faults,
-        false,
-        &[server.url()],
-    )
-    .await;
+    soak.finish(name, faults, false, &[server.url()]).await;
+    clients
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
