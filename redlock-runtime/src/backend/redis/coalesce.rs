@@ -58,12 +58,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisError, RedisResult, Script, Value};
+use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::super::conn::{Conn, Link};
 use crate::scripts::{self, Publish};
+
+mod call;
+pub(crate) use call::Call;
+use call::{refuses_several_slots, send, timed_out, top_level};
 
 /// Calls of one slot that may be unanswered before more calls queue: the
 /// calls sent alone and the batches in flight. Two keep a pair of tasks
@@ -72,173 +76,6 @@ pub(crate) const MAX_IN_FLIGHT: usize = 2;
 
 /// The most calls in one batch (about 0.3 ms of Redis's time).
 pub(crate) const MAX_BATCH: usize = 128;
-
-/// One call that can go out alone or in a batch; `S` is `&str` while the
-/// caller still has it, `String` once queued. (No `Debug`: it holds the
-/// owner token.)
-#[derive(Clone, Copy)]
-pub(crate) enum Call<S> {
-    /// `SET lock token NX PX ttl`: a plain acquire.
-    SetNx { lock: S, token: S, ttl_ms: u64 },
-    /// The acquire script, issuing a fencing token.
-    Acquire {
-        lock: S,
-        fence: S,
-        token: S,
-        ttl_ms: u64,
-    },
-    /// The release script, one key.
-    Release { lock: S, token: S },
-}
-
-impl Call<&str> {
-    fn to_owned(self) -> Call<String> {
-        match self {
-            Self::SetNx {
-                lock,
-                token,
-                ttl_ms,
-            } => Call::SetNx {
-                lock: lock.to_owned(),
-                token: token.to_owned(),
-                ttl_ms,
-            },
-            Self::Acquire {
-                lock,
-                fence,
-                token,
-                ttl_ms,
-            } => Call::Acquire {
-                lock: lock.to_owned(),
-                fence: fence.to_owned(),
-                token: token.to_owned(),
-                ttl_ms,
-            },
-            Self::Release { lock, token } => Call::Release {
-                lock: lock.to_owned(),
-                token: token.to_owned(),
-            },
-        }
-    }
-}
-
-impl<S: AsRef<str>> Call<S> {
-    fn token(&self) -> &str {
-        match self {
-            Self::SetNx { token, .. }
-            | Self::Acquire { token, .. }
-            | Self::Release { token, .. } => token.as_ref(),
-        }
-    }
-
-    fn is_acquire(&self) -> bool {
-        matches!(self, Self::Acquire { .. })
-    }
-
-    /// The command that sends this call alone, and its script (to load
-    /// after `NOSCRIPT`).
-    fn alone(&self, retention_ms: u64, publish: Publish) -> (Cmd, Option<&'static Script>) {
-        match self {
-            Self::SetNx {
-                lock,
-                token,
-                ttl_ms,
-            } => {
-                let (lock, token) = (lock.as_ref(), token.as_ref());
-                // Sized once: the arguments' buffer is not regrown per
-                // argument on the hot path.
-                let mut cmd = Cmd::with_capacity(6, lock.len() + token.len() + 27);
-                cmd.arg("SET")
-                    .arg(lock)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(*ttl_ms);
-                (cmd, None)
-            }
-            Self::Acquire {
-                lock,
-                fence,
-                token,
-                ttl_ms,
-            } => {
-                let (lock, fence, token) = (lock.as_ref(), fence.as_ref(), token.as_ref());
-                let script = scripts::ACQUIRE.on(publish);
-                let mut cmd = evalsha(script, 2, 10, lock.len() + fence.len() + token.len() + 48);
-                cmd.arg(lock)
-                    .arg(fence)
-                    .arg(token)
-                    .arg(*ttl_ms)
-                    .arg(retention_ms)
-                    .arg("0")
-                    .arg(0);
-                (cmd, Some(script))
-            }
-            Self::Release { lock, token } => {
-                let (lock, token) = (lock.as_ref(), token.as_ref());
-                let script = scripts::RELEASE.on(publish);
-                let mut cmd = evalsha(script, 1, 5, lock.len() + token.len());
-                cmd.arg(lock).arg(token);
-                (cmd, Some(script))
-            }
-        }
-    }
-}
-
-/// `EVALSHA sha numkeys`, sized once for `args` arguments in all and
-/// `bytes` of them besides these three.
-fn evalsha(script: &Script, keys: usize, args: usize, bytes: usize) -> Cmd {
-    let mut cmd = Cmd::with_capacity(args, bytes + 50);
-    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-    cmd
-}
-
-/// Sends `cmd` on `conn` and returns its answer as it came, errors of
-/// single calls in a batch's answer included; a script Redis does not
-/// have (its cache was flushed, or Redis restarted) is loaded and the
-/// command sent again.
-async fn send(conn: &mut Conn, cmd: &Cmd, script: Option<&Script>) -> RedisResult<Value> {
-    match top_level(conn.req_packed_command(cmd).await) {
-        Err(e) if is_no_script(&e) => {
-            if let Some(script) = script {
-                script.prepare_invoke().load_async(conn).await?;
-                return top_level(conn.req_packed_command(cmd).await);
-            }
-            Err(e)
-        }
-        answer => answer,
-    }
-}
-
-/// An answer that is an error as a whole as `Err` (also one call's answer
-/// taken out of a batch's); errors nested in an array (one call's, in a
-/// batch) stay where they are.
-fn top_level(answer: RedisResult<Value>) -> RedisResult<Value> {
-    match answer? {
-        Value::ServerError(e) => Err(e.into()),
-        value => Ok(value),
-    }
-}
-
-fn is_no_script(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-}
-
-/// Whether a batch was refused for holding keys of several slots (a
-/// cluster node, or a proxy in front of several).
-fn refuses_several_slots(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::CrossSlot)
-        || e.to_string().contains("CROSSSLOT")
-}
-
-/// A batch that got no answer within its time limit: an error whose
-/// outcome is unknown, as a call of its own timing out.
-fn timed_out() -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "no answer to a batch of lock calls in time",
-    ))
-}
 
 /// The calls of one connection slot (see the module docs).
 pub(crate) struct Coalescer {
