@@ -44,9 +44,18 @@
 //! - **Release** and **extend** are Lua compare-then-act scripts: they act only
 //!   while the key still holds this owner's token, so a lock that expired and
 //!   passed to someone else is never deleted or extended by its old owner.
-//! - **Waiting** is woken by the release itself: releases publish on a
-//!   channel named like the key, and one subscriber connection per client
-//!   wakes that key's waiter at once. Polling with exponential backoff and
+//! - **Waiting** is woken by the release itself: a waiter subscribes to a
+//!   channel named like the key (one subscriber connection per client), then
+//!   asks again with an attempt that, finding the lock busy, marks it as
+//!   waited for in the same step (one byte appended to its value); the
+//!   release of a marked lock publishes on that channel and wakes the
+//!   waiter at once. A release that finds no mark publishes nothing, so a
+//!   lock no one waits for is released with the `GET` and `DEL` of a bare
+//!   compare-and-delete. No wake-up is missed: either the marking attempt
+//!   runs before the release (which then publishes to the subscribed
+//!   waiter) or after it (and finds the lock free, or marks its next
+//!   holder); `redis_wakeups.rs` races the two on one Redis, Cluster and
+//!   Sentinel. Polling with exponential backoff and
 //!   full jitter ([`RetryPolicy`]), each sleep cut to the holder's remaining
 //!   lease and to the wait left, stays as the fallback, so a missed message
 //!   (or a lease that ran out) never strands a waiter.

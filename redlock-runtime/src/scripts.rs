@@ -113,13 +113,45 @@ local function next_fence(key, retention, t)
 end
 ";
 
+/// The byte a waiter appends to the value of the lock it waits for, so
+/// that the holder's release knows someone waits and publishes: a release
+/// that finds no mark wakes no one and publishes nothing (see [`HELD`]).
+/// Never in a token: client names hold no control character.
+pub(crate) const WAITED_MARK: char = '\u{1f}';
+
+/// Lua: whose a lock's value is, and the waiter's mark (see
+/// [`WAITED_MARK`], byte 31 in Lua's `'\31'`).
+///
+/// `held(v, token)`: whether the value `v` (`GET`'s reply: `false` when the
+/// key is gone) is `token`'s, as its acquire wrote it or marked by a
+/// waiter since. Every script that checks a plain lock's holder checks it
+/// with this, so a mark never costs its holder the lock.
+///
+/// `mark_waited(key, v)`: marks the lock `key`, whose value is `v`, as
+/// waited for (once: `APPEND` keeps the lease). An acquire attempt that
+/// finds the lock busy marks it, in the same step; a waiter subscribes to
+/// the lock's channel before it sends such an attempt. So the release of
+/// a lock with a waiter always finds the mark and publishes: either the
+/// waiter's attempt ran first (it marked) or the release did (the attempt
+/// finds the lock free, or another holder, which it marks in turn).
+pub(crate) const HELD: &str = r"
+local function held(v, token)
+  if v == token then return true end
+  return v ~= false and #v == #token + 1 and string.byte(v, -1) == 31
+    and string.sub(v, 1, -2) == token
+end
+local function mark_waited(key, v)
+  if string.byte(v, -1) ~= 31 then redis.call('APPEND', key, '\31') end
+end
+";
+
 /// Lua: the lock's two steps, as functions shared by the one-lock scripts
 /// ([`ACQUIRE`], [`RELEASE`]) and the batch of coalesced calls
 /// ([`BATCH`]), so that a lock taken or released in a batch goes through
 /// exactly the same step as one sent alone.
 ///
 /// `acquire_lock(key, counter, token, ttl, retention, now_us, now_text)`
-/// (after [`NEXT_FENCE`]; the clock as `clock_us` gives it): takes the
+/// (after [`NEXT_FENCE`] and [`HELD`]; the clock as `clock_us` gives it): takes the
 /// lock `key` for
 /// `token` with a lease of `ttl` ms and issues its fencing token from
 /// `counter`; returns `{1, fence}`, or `{0, pttl}` when another owner holds
@@ -129,21 +161,27 @@ end
 /// NX`, which issued none), so a retried acquire never locks itself out
 /// nor repeats the previous holder's token.
 ///
+/// A busy answer marks the lock as waited for (see [`HELD`]'s
+/// `mark_waited`).
+///
 /// `release_lock(key, token)` ([`RELEASE_STEP`]): deletes the lock if
-/// `token` holds it and publishes on the channel named like it, which
-/// wakes its waiters; returns 1, or 0 (another owner's, or gone).
+/// `token` holds it and, when a waiter marked it, publishes on the channel
+/// named like it, which wakes its waiters; returns 1, or 0 (another
+/// owner's, or gone).
 pub(crate) const ACQUIRE_STEP: &str = r"
 local function acquire_lock(key, counter, token, ttl, retention, now_us, now_text)
   if redis.call('SET', key, token, 'NX', 'PX', ttl) then
     return {1, next_fence_at(counter, retention, now_us, now_text)}
   end
-  if redis.call('GET', key) == token then
+  local v = redis.call('GET', key)
+  if held(v, token) then
     -- Ours already (an earlier attempt, maybe a plain SET NX whose answer
     -- was lost): the counter may still hold the previous holder's token,
     -- so issue a new one, inside this tenure.
     redis.call('PEXPIRE', key, ttl)
     return {1, next_fence_at(counter, retention, now_us, now_text)}
   end
+  mark_waited(key, v)
   return {0, redis.call('PTTL', key)}
 end
 ";
@@ -152,7 +190,12 @@ end
 /// [`ACQUIRE_STEP`]).
 pub(crate) const RELEASE_STEP: &str = r"
 local function release_lock(key, token)
-  if redis.call('GET', key) == token then
+  local v = redis.call('GET', key)
+  if v == token then
+    redis.call('DEL', key)
+    return 1
+  end
+  if held(v, token) then
     redis.call('DEL', key)
     redis.call('PUBLISH', key, '')
     return 1
@@ -171,7 +214,7 @@ end
 /// Returns `{1, fence}` (or `{1, fence, now_ms}`) when the lock is ours,
 /// `{0, pttl}` when another owner holds it, `{-4, ms left}` before
 /// `ARGV[5]`.
-pub(crate) static ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_STEP, ACQUIRE_BODY]);
+pub(crate) static ACQUIRE: Lua = Lua::new(&[HELD, NEXT_FENCE, ACQUIRE_STEP, ACQUIRE_BODY]);
 const ACQUIRE_BODY: &str = r"
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -192,9 +235,9 @@ return reply
 /// `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
 /// the counter's retention (ms). Returns the token, or -1 when the lock is
 /// not this owner's.
-pub(crate) static ISSUE_FENCE: Lua = Lua::new(&[NEXT_FENCE, ISSUE_FENCE_BODY]);
+pub(crate) static ISSUE_FENCE: Lua = Lua::new(&[HELD, NEXT_FENCE, ISSUE_FENCE_BODY]);
 const ISSUE_FENCE_BODY: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return -1 end
 return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))
 ";
 
@@ -204,20 +247,22 @@ return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))
 /// a watchdog renewal, which never shortens the lease: a manual extend
 /// sent on another connection may have landed first with a longer one.
 /// Returns 1 or 0.
-pub(crate) static EXTEND: Lua = Lua::new(&[EXTEND_BODY]);
+pub(crate) static EXTEND: Lua = Lua::new(&[HELD, EXTEND_BODY]);
 const EXTEND_BODY: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
 if ARGV[3] == '1' and redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 ";
 
-/// Deletes the lock if the token still holds it, and publishes on the
-/// channel named like the lock key, which wakes the waiters; never touches
-/// another owner's lock. It always publishes: a `PUBSUB NUMSUB` check
-/// first measured slower (lockbench `--only acquire`), and would miss a
-/// waiter subscribed on a replica, which a publish reaches through
-/// replication. Raises the fencing counter to the holder's token
+/// Deletes the lock if the token still holds it and, when a waiter marked
+/// it (see [`HELD`]), publishes on the channel named like the lock key,
+/// which wakes the waiters; never touches another owner's lock. The mark
+/// is read with the value the release reads anyway, so a lock no one
+/// waited for is released with rslock's two commands (`GET`, `DEL`); a
+/// `PUBSUB NUMSUB` check measured slower than always publishing (lockbench
+/// `--only candidates`), and would miss a waiter subscribed on a replica,
+/// which a publish (and a mark) reaches through replication. Raises the fencing counter to the holder's token
 /// (whoever holds the lock now: raising is always safe): on a Redlock node
 /// that did not issue the largest token itself, this is what makes the next
 /// holder's token larger (see the crate docs, "Fencing tokens").
@@ -226,7 +271,7 @@ return 1
 /// (Redlock): `KEYS[2]` fencing counter, `ARGV[2]` the holder's fencing
 /// token, `ARGV[3]` the counter's retention (ms); without, one key and one
 /// argument, the least a release can send. Returns 1 (released) or 0.
-pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_STEP, RELEASE_BODY]);
+pub(crate) static RELEASE: Lua = Lua::new(&[HELD, RELEASE_STEP, RELEASE_BODY]);
 const RELEASE_BODY: &str = r"
 local released = release_lock(KEYS[1], ARGV[1])
 if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
@@ -244,9 +289,9 @@ return released
 /// minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
 /// expire when the minimum hold ends). A deletion publishes the first fair
 /// waiter's token, as [`FAIR_RELEASE`] does, so that it is the one woken.
-pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(&[RELEASE_AFTER_HOLD_BODY]);
+pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(&[HELD, RELEASE_AFTER_HOLD_BODY]);
 const RELEASE_AFTER_HOLD_BODY: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if not held(redis.call('GET', KEYS[1]), ARGV[1]) then
   return 0
 end
 local t = redis.call('TIME')
@@ -288,14 +333,19 @@ end
 /// without asking again, `ARGV[4]` `1` to return Redis's clock, `ARGV[5]`
 /// the fencing counter's retention (ms).
 /// Returns as [`ACQUIRE`] (with pttl -3: free, but another waiter is first).
+/// It does not mark a busy lock (see [`HELD`]): a fair waiter is woken by
+/// the fair release that names it, and a plain release (of the same key
+/// taken unfairly) wakes plain waiters only, so a fair waiter behind it
+/// polls, as before; its holder check accepts a mark a plain waiter left.
 ///
 /// The hand-off path (the lock is free and the caller is first in line, or
 /// no one waits) reads no clock and purges nothing.
-pub(crate) static FAIR_ACQUIRE: Lua = Lua::new(&[FAIR_PRELUDE, NEXT_FENCE, FAIR_ACQUIRE_BODY]);
+pub(crate) static FAIR_ACQUIRE: Lua =
+    Lua::new(&[HELD, FAIR_PRELUDE, NEXT_FENCE, FAIR_ACQUIRE_BODY]);
 const FAIR_ACQUIRE_BODY: &str = r"
 local holder = redis.call('GET', KEYS[1])
 local fence
-if holder == ARGV[1] then
+if held(holder, ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   fence = tonumber(redis.call('GET', KEYS[2]) or '0')
 else
@@ -342,9 +392,9 @@ return {1, fence}
 /// within its presence.)
 ///
 /// `KEYS` lock, queue; `ARGV[1]` token. Returns 1 or 0.
-pub(crate) static FAIR_RELEASE: Lua = Lua::new(&[FAIR_RELEASE_BODY]);
+pub(crate) static FAIR_RELEASE: Lua = Lua::new(&[HELD, FAIR_RELEASE_BODY]);
 const FAIR_RELEASE_BODY: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
 return 1

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use redlock_runtime::{LockClient, RetryPolicy};
-use redlock_tests::RedisServer;
+use redlock_tests::{Backend, RedisServer, Started};
+use rstest::rstest;
 
 /// A client whose backoff alone sleeps exactly 2 s between attempts.
 async fn slow_poller(url: &str) -> LockClient {
@@ -185,4 +186,179 @@ async fn an_expired_lease_is_found_by_polling_capped_by_its_pttl() {
         "acquired {late:?} after the lease ran out; a 2 s backoff is capped by the holder's PTTL"
     );
     drop(guard);
+}
+
+/// `PUBLISH` and `SPUBLISH` calls served, summed over the case's servers.
+async fn publishes(b: &Started) -> u64 {
+    let mut total = 0;
+    for url in b.urls() {
+        let mut conn = redlock_tests::raw_connection(url).await;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .expect("INFO commandstats");
+        for name in ["publish", "spublish"] {
+            total += info
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Whether a waiter marked the lock `key` on any of the case's servers
+/// (its value ends with the byte 31; a cluster node that does not own the
+/// key answers MOVED, counted as no).
+async fn marked(b: &Started, key: &str) -> bool {
+    for url in b.urls() {
+        let mut conn = redlock_tests::raw_connection(url).await;
+        let value: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("GET")
+            .arg(format!("lock:{{{key}}}"))
+            .query_async(&mut conn)
+            .await;
+        if let Ok(Some(value)) = value
+            && value.last() == Some(&0x1f)
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// A release that no one waited for publishes nothing (the cost rslock's
+/// release has: `GET`, `DEL`); a waiter's busy attempt marks the lock,
+/// which stays its holder's to extend, fence, inspect and release, and
+/// whose release publishes.
+#[rstest]
+#[case::redis(Backend::Redis)]
+#[case::manager(Backend::Manager)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let name = b.name();
+        let holder = b.client().await;
+        let waiter = b.client().await;
+        // Scripts loaded and connections open before anything is counted.
+        for locks in [&holder, &waiter] {
+            let warm = locks.lock("warm-up").fenced().acquire().await;
+            warm.expect("warm-up")
+                .release()
+                .await
+                .expect("warm-up release");
+        }
+        let before = publishes(&b).await;
+        for i in 0..10 {
+            let plain = holder.lock(format!("alone:{i}")).acquire().await;
+            let fenced = holder.lock(format!("fenced:{i}")).fenced().acquire().await;
+            plain.expect("free").release().await.expect("release");
+            fenced.expect("free").release().await.expect("release");
+        }
+        assert_eq!(
+            publishes(&b).await - before,
+            0,
+            "{name}: releases no one waited for published"
+        );
+
+        let guard = holder.lock("waited").acquire().await.expect("free");
+        let waiting = tokio::spawn(async move {
+            let taken = waiter
+                .lock("waited")
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await;
+            taken.map(drop)
+        });
+        let started = Instant::now();
+        while !marked(&b, "waited").await {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name}: the waiter's busy attempts never marked the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        guard
+            .extend(Duration::from_secs(20))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("{name}: a marked lock is still its holder's to extend: {e}")
+            });
+        guard
+            .fencing_token()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: and to fence: {e}"));
+        let info = holder.inspect("waited").await.expect("inspect");
+        let shown = info.holder.expect("held").client_name;
+        assert_eq!(
+            shown.as_deref(),
+            Some(holder.client_name()),
+            "{name}: no mark shown"
+        );
+        let before = publishes(&b).await;
+        guard
+            .release()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: and to release: {e}"));
+        waiting
+            .await
+            .expect("task")
+            .expect("the waiter takes the lock");
+        assert!(
+            publishes(&b).await > before,
+            "{name}: the release of a lock someone waited for published nothing"
+        );
+    });
+}
+
+/// However the release falls against the waiter's first busy answer,
+/// its subscription and its marking attempt, the waiter is woken by a
+/// push (its backoff alone sleeps 2 s): a release before the mark leaves
+/// the lock free for the marking attempt, one after it publishes.
+#[rstest]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let name = b.name();
+        let holder = b.client().await;
+        let waiter = b
+            .builder()
+            .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+            .build()
+            .await
+            .expect("connect");
+        for round in 0..20u64 {
+            let key = format!("race:{round}");
+            let guard = holder.lock(key.as_str()).acquire().await.expect("free");
+            let waiting = tokio::spawn({
+                let (waiter, key) = (waiter.clone(), key.clone());
+                async move {
+                    let taken = waiter
+                        .lock(key)
+                        .wait(Duration::from_secs(30))
+                        .acquire()
+                        .await;
+                    (Instant::now(), taken.map(drop))
+                }
+            });
+            // Each round releases a little later: from before the waiter's
+            // first attempt to after its subscription and mark.
+            tokio::time::sleep(Duration::from_millis(round * 3)).await;
+            guard.release().await.expect("release");
+            let released = Instant::now();
+            let (acquired, taken) = waiting.await.expect("task");
+            taken.expect("the waiter takes the lock");
+            let delay = acquired.saturating_duration_since(released);
+            assert!(
+                delay < Duration::from_secs(1),
+                "{name}, round {round}: taken {delay:?} after the release, a missed wake-up"
+            );
+        }
+    });
 }

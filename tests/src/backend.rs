@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use redlock_runtime::LockClient;
+use redlock_runtime::{LockClient, LockClientBuilder};
 
 use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet};
 
@@ -215,6 +215,33 @@ impl Started {
                     .await
                     .expect("connect through the test Sentinels")
             }
+        }
+    }
+
+    /// A builder of a new client of this backend, for a scenario that sets
+    /// what [`Started::client`] leaves at its default (a retry policy, a
+    /// client name).
+    ///
+    /// # Panics
+    /// For [`Backend::Memory`] (its clients share one store: use
+    /// [`Started::client`]) and [`Backend::Manager`] (built from a
+    /// connection manager: use [`LockClient::from_connection_manager`]).
+    pub fn builder(&self) -> LockClientBuilder {
+        match self.backend {
+            Backend::Redis => LockClient::builder().url(self.servers[0].url()),
+            Backend::Redlock => LockClient::builder().redlock(self.urls()),
+            Backend::Cluster => LockClient::builder().cluster(self.urls()),
+            Backend::Sentinel => {
+                let set = self
+                    .sentinel
+                    .as_ref()
+                    .expect("a sentinel case has Sentinels");
+                LockClient::builder().sentinel(set.sentinel_urls(), MASTER_NAME)
+            }
+            Backend::Memory | Backend::Manager => panic!(
+                "Started::builder is for the cases built from URLs, not {}",
+                self.name()
+            ),
         }
     }
 

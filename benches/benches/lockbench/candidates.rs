@@ -28,8 +28,14 @@
 //!   floor, so after a restart without persistence the counter starts
 //!   over at 1 and repeats tokens already issued;
 //! - `release_publish_always`: `SET NX PX`, then a release that always
-//!   `PUBLISH`es on the key's channel after the `DEL` (the runtime's):
-//!   against `set_nx`, whose release publishes nothing;
+//!   `PUBLISH`es on the key's channel after the `DEL` (the runtime's until
+//!   waiters marked the lock): against `set_nx`, whose release publishes
+//!   nothing;
+//! - `release_on_mark`: `SET NX PX`, then the runtime's release, which
+//!   publishes only when a waiter marked the lock (appended byte 31 to its
+//!   value, see the runtime's `scripts::HELD`). Nobody waits here, so it
+//!   never publishes: the cost measured is the runtime's release against
+//!   the bare compare-and-delete;
 //! - `release_numsub`: `SET NX PX`, then a release that checks `PUBSUB
 //!   NUMSUB` first and `PUBLISH`es only when someone listens (a candidate
 //!   the runtime tried and dropped: slower here, and it misses waiters
@@ -53,7 +59,7 @@ use crate::uncontended::{CONCURRENCIES, Measured, UNCONTENDED_TTL, pair_numbers,
 
 /// The candidates, in the order they are run and shown, each with what it
 /// sends.
-pub(crate) const CANDIDATES: [(&str, &str); 6] = [
+pub(crate) const CANDIDATES: [(&str, &str); 7] = [
     ("set_nx", "SET NX PX + Lua release (GET == token -> DEL)"),
     (
         "lua_fence",
@@ -74,6 +80,10 @@ pub(crate) const CANDIDATES: [(&str, &str); 6] = [
     (
         "release_numsub",
         "SET NX PX + Lua release: PUBLISH only if PUBSUB NUMSUB > 0",
+    ),
+    (
+        "release_on_mark",
+        "SET NX PX + Lua release: PUBLISH only if a waiter marked the value (the runtime's)",
     ),
 ];
 
@@ -147,6 +157,35 @@ end
 return 0
 ";
 
+/// Copied from `redlock-runtime/src/scripts.rs`, `HELD`, `RELEASE_STEP`
+/// and `RELEASE_BODY` (one key, one argument: the counter branch is never
+/// taken): publishes only when a waiter marked the lock. Keep in step.
+const RELEASE_ON_MARK: &str = r"
+local function held(v, token)
+  if v == token then return true end
+  return v ~= false and #v == #token + 1 and string.byte(v, -1) == 31
+    and string.sub(v, 1, -2) == token
+end
+local function release_lock(key, token)
+  local v = redis.call('GET', key)
+  if v == token then
+    redis.call('DEL', key)
+    return 1
+  end
+  if held(v, token) then
+    redis.call('DEL', key)
+    redis.call('PUBLISH', key, '')
+    return 1
+  end
+  return 0
+end
+local released = release_lock(KEYS[1], ARGV[1])
+if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+return released
+";
+
 /// The runtime's `RELEASE_BODY` (`redlock-runtime/src/scripts.rs`) as it
 /// was with a `PUBSUB NUMSUB` check, which it dropped: publishes only when
 /// the check finds a subscriber. Sent with one key and one argument, so
@@ -175,6 +214,7 @@ struct Scripts {
     issue_fence: Script,
     publish_always: Script,
     numsub: Script,
+    on_mark: Script,
 }
 
 impl Scripts {
@@ -185,6 +225,7 @@ impl Scripts {
             issue_fence: Script::new(&ISSUE_FENCE.concat()),
             publish_always: Script::new(RELEASE_PUBLISH_ALWAYS),
             numsub: Script::new(RELEASE_NUMSUB),
+            on_mark: Script::new(RELEASE_ON_MARK),
         }
     }
 }
@@ -285,6 +326,10 @@ async fn pair(
         "release_numsub" => {
             set_nx(&mut conn, &lock, &token).await;
             &scripts.numsub
+        }
+        "release_on_mark" => {
+            set_nx(&mut conn, &lock, &token).await;
+            &scripts.on_mark
         }
         other => unreachable!("no acquire candidate `{other}`"),
     };

@@ -51,8 +51,8 @@
 //!   `SET NX PX` (`set_nx`, the raw baseline), one Lua acquire that issues
 //!   a fencing token (`lua_fence`), `SET NX PX` then a token script
 //!   (`set_nx_lazy_token`), `MULTI`/`SET NX PX`/`INCR`/`EXEC`
-//!   (`multi_incr`), and two releases (`release_publish_always`,
-//!   `release_numsub`), each with its ratio to `set_nx`;
+//!   (`multi_incr`), and three releases (`release_publish_always`,
+//!   `release_numsub`, `release_on_mark`), each with its ratio to `set_nx`;
 //! - **contended** (5 s per implementation, [`contended`]): 8 workers, each
 //!   with a client of its own (like 8 nodes), loop on one key: want the lock,
 //!   acquire (waiting allowed), hold it 1 ms (a thread sleep: tokio's 1 ms

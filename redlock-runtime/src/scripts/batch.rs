@@ -1,7 +1,7 @@
 //! The batch of coalesced lock calls: several acquires and releases, of
 //! as many locks, in one script call (see `backend/redis/coalesce.rs`).
 
-use super::{ACQUIRE_STEP, Lua, NEXT_FENCE, RELEASE_STEP};
+use super::{ACQUIRE_STEP, HELD, Lua, NEXT_FENCE, RELEASE_STEP};
 
 /// Runs several one-lock calls in order, each through the very step its
 /// own script runs ([`ACQUIRE_STEP`], [`RELEASE_STEP`]), and answers each
@@ -25,7 +25,8 @@ use super::{ACQUIRE_STEP, Lua, NEXT_FENCE, RELEASE_STEP};
 /// the first fenced acquire, and serves every fenced acquire of the batch
 /// (see [`NEXT_FENCE`]'s `next_fence_at`): tokens still increase per key,
 /// because each token is the larger of its counter + 1 and that reading.
-pub(crate) static BATCH: Lua = Lua::new(&[NEXT_FENCE, ACQUIRE_STEP, RELEASE_STEP, BATCH_BODY]);
+pub(crate) static BATCH: Lua =
+    Lua::new(&[HELD, NEXT_FENCE, ACQUIRE_STEP, RELEASE_STEP, BATCH_BODY]);
 const BATCH_BODY: &str = r"
 local retention, now_us, now_text = ARGV[1], nil, nil
 local out, k, a = {}, 1, 2

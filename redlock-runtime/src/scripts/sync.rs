@@ -11,7 +11,7 @@
 //! its ttl, and each set's own expiry is kept at least as long as its
 //! longest lease, so nothing is left once the last holder is gone.
 
-use super::{Lua, NEXT_FENCE};
+use super::{HELD, Lua, NEXT_FENCE};
 
 /// Shared Lua: Redis's clock (ms), dropping the members of a sorted set
 /// whose deadline passed, and keeping a key at least `ms` longer.
@@ -270,20 +270,24 @@ return {tonumber(count), redis.call('PTTL', KEYS[1])}
 /// `KEYS` lock 1, fence 1, lock 2, fence 2, ...; `ARGV[1]` token,
 /// `ARGV[2]` ttl (ms), `ARGV[3]` the counters' retention (ms). Returns `{1,
 /// fence 1, fence 2, ..}`, or `{0, i, pttl}` when lock `i` (from 1) is
-/// another owner's. A lock that already holds the token (a repeated
+/// another owner's (marked as waited for: see [`HELD`]). A lock that already holds the token (a repeated
 /// acquire) keeps its fencing token.
-pub(crate) static GROUP_ACQUIRE: Lua = Lua::new(&[NEXT_FENCE, GROUP_ACQUIRE_BODY]);
+pub(crate) static GROUP_ACQUIRE: Lua = Lua::new(&[HELD, NEXT_FENCE, GROUP_ACQUIRE_BODY]);
 const GROUP_ACQUIRE_BODY: &str = r"
 for i = 1, #KEYS, 2 do
   local holder = redis.call('GET', KEYS[i])
-  if holder and holder ~= ARGV[1] then
+  if holder and not held(holder, ARGV[1]) then
+    mark_waited(KEYS[i], holder)
     return {0, (i + 1) / 2, redis.call('PTTL', KEYS[i])}
   end
 end
 local t = redis.call('TIME')
 local out = {1}
 for i = 1, #KEYS, 2 do
-  if redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'GET') then
+  local before = redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'GET')
+  if before then
+    -- Ours already: a waiter's mark stays.
+    if before ~= ARGV[1] then mark_waited(KEYS[i], ARGV[1]) end
     out[#out + 1] = tonumber(redis.call('GET', KEYS[i + 1]) or '0')
   else
     out[#out + 1] = next_fence(KEYS[i + 1], ARGV[3], t)

@@ -51,8 +51,9 @@ fn arguments(call: &str) -> Vec<&str> {
 
 /// Commands whose first argument is a key (or, for the publishes, a
 /// channel that Redis Cluster routes by slot like a key).
-const KEYED: [&str; 23] = [
+const KEYED: [&str; 24] = [
     "GET",
+    "APPEND",
     "SET",
     "DEL",
     "EXISTS",
@@ -133,7 +134,8 @@ fn problems(text: &str) -> Vec<String> {
 }
 
 /// The shared Lua functions whose first argument is a key.
-const HELPERS: [&str; 7] = [
+const HELPERS: [&str; 8] = [
+    "mark_waited",
     "next_fence",
     "next_fence_at",
     "purge",

@@ -69,8 +69,12 @@ impl RedisBackend {
     }
 }
 
-/// A lease of `token` with `pttl` ms left (`PTTL`'s -1/-2: unknown).
-fn lease(token: String, pttl: i64) -> Option<Lease> {
+/// A lease of `token` (the lock's value, less a waiter's mark: see
+/// [`scripts::HELD`]) with `pttl` ms left (`PTTL`'s -1/-2: unknown).
+fn lease(mut token: String, pttl: i64) -> Option<Lease> {
+    if token.ends_with(scripts::WAITED_MARK) {
+        token.pop();
+    }
     (!token.is_empty()).then(|| Lease {
         token,
         left: u64::try_from(pttl).ok().map(Duration::from_millis),
