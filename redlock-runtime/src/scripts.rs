@@ -186,23 +186,31 @@ local function acquire_lock(key, counter, token, ttl, retention, now_us, now_tex
 end
 ";
 
-/// Lua: `release_lock(key, token)`, the release step (see
-/// [`ACQUIRE_STEP`]).
-pub(crate) const RELEASE_STEP: &str = r"
-local function release_lock(key, token)
-  local v = redis.call('GET', key)
-  if v == token then
-    redis.call('DEL', key)
-    return 1
-  end
-  if held(v, token) then
-    redis.call('DEL', key)
-    redis.call('PUBLISH', key, '')
-    return 1
-  end
-  return 0
+/// Lua: the release step on `key` for `token`, setting `released` to 1
+/// when it deletes the lock (see [`ACQUIRE_STEP`]'s `release_lock`): as a
+/// function in [`RELEASE_STEP`] (the batch), inline in [`RELEASE`], where
+/// a function would cost a closure per call. The holder check is
+/// [`HELD`]'s `held`, written out: the value as written is compared first,
+/// and a marked one only when that fails.
+const RELEASE_CORE: &str = r"
+local v = redis.call('GET', key)
+if v == token then
+  redis.call('DEL', key)
+  released = 1
+elseif v and #v == #token + 1 and string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token then
+  redis.call('DEL', key)
+  redis.call('PUBLISH', key, '')
+  released = 1
 end
 ";
+
+/// Lua: `release_lock(key, token)`, the release step (see
+/// [`ACQUIRE_STEP`]) as a function.
+pub(crate) const RELEASE_STEP: [&str; 3] = [
+    "\nlocal function release_lock(key, token)\nlocal released = 0",
+    RELEASE_CORE,
+    "return released\nend\n",
+];
 
 /// Takes the lock and issues its fencing token in one step (see
 /// [`ACQUIRE_STEP`]).
@@ -271,9 +279,9 @@ return 1
 /// (Redlock): `KEYS[2]` fencing counter, `ARGV[2]` the holder's fencing
 /// token, `ARGV[3]` the counter's retention (ms); without, one key and one
 /// argument, the least a release can send. Returns 1 (released) or 0.
-pub(crate) static RELEASE: Lua = Lua::new(&[HELD, RELEASE_STEP, RELEASE_BODY]);
+pub(crate) static RELEASE: Lua = Lua::new(&[RELEASE_HEAD, RELEASE_CORE, RELEASE_BODY]);
+const RELEASE_HEAD: &str = "local key, token, released = KEYS[1], ARGV[1], 0";
 const RELEASE_BODY: &str = r"
-local released = release_lock(KEYS[1], ARGV[1])
 if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end

@@ -157,29 +157,21 @@ end
 return 0
 ";
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `HELD`, `RELEASE_STEP`
-/// and `RELEASE_BODY` (one key, one argument: the counter branch is never
-/// taken): publishes only when a waiter marked the lock. Keep in step.
+/// Copied from `redlock-runtime/src/scripts.rs`, `RELEASE` (`RELEASE_HEAD`,
+/// `RELEASE_CORE`, `RELEASE_BODY`; sent with one key and one argument, so
+/// the counter branch is never taken): publishes only when a waiter marked
+/// the lock. Keep in step.
 const RELEASE_ON_MARK: &str = r"
-local function held(v, token)
-  if v == token then return true end
-  return v ~= false and #v == #token + 1 and string.byte(v, -1) == 31
-    and string.sub(v, 1, -2) == token
+local key, token, released = KEYS[1], ARGV[1], 0
+local v = redis.call('GET', key)
+if v == token then
+  redis.call('DEL', key)
+  released = 1
+elseif v and #v == #token + 1 and string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token then
+  redis.call('DEL', key)
+  redis.call('PUBLISH', key, '')
+  released = 1
 end
-local function release_lock(key, token)
-  local v = redis.call('GET', key)
-  if v == token then
-    redis.call('DEL', key)
-    return 1
-  end
-  if held(v, token) then
-    redis.call('DEL', key)
-    redis.call('PUBLISH', key, '')
-    return 1
-  end
-  return 0
-end
-local released = release_lock(KEYS[1], ARGV[1])
 if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
   redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 end

@@ -25,8 +25,15 @@ use super::{ACQUIRE_STEP, HELD, Lua, NEXT_FENCE, RELEASE_STEP};
 /// the first fenced acquire, and serves every fenced acquire of the batch
 /// (see [`NEXT_FENCE`]'s `next_fence_at`): tokens still increase per key,
 /// because each token is the larger of its counter + 1 and that reading.
-pub(crate) static BATCH: Lua =
-    Lua::new(&[HELD, NEXT_FENCE, ACQUIRE_STEP, RELEASE_STEP, BATCH_BODY]);
+pub(crate) static BATCH: Lua = Lua::new(&[
+    HELD,
+    NEXT_FENCE,
+    ACQUIRE_STEP,
+    RELEASE_STEP[0],
+    RELEASE_STEP[1],
+    RELEASE_STEP[2],
+    BATCH_BODY,
+]);
 const BATCH_BODY: &str = r"
 local retention, now_us, now_text = ARGV[1], nil, nil
 local out, k, a = {}, 1, 2

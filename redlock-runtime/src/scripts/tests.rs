@@ -111,6 +111,15 @@ fn problems(text: &str) -> Vec<String> {
             ));
         }
     }
+    // A local named like a key parameter holds one of KEYS.
+    for (at, _) in text.match_indices("local key") {
+        let assigned = text[at..]
+            .split_once('=')
+            .map(|(_, rest)| rest.trim_start());
+        if !assigned.is_some_and(|rest| rest.starts_with("KEYS[")) {
+            out.push("a local `key` not taken from KEYS".to_owned());
+        }
+    }
     // No key is built inside Lua: no string concatenation at all.
     if text.contains("..") {
         out.push("string concatenation".to_owned());
@@ -176,6 +185,7 @@ fn the_check_finds_what_a_cluster_rejects() {
         "redis.call('SET', KEYS[1] .. ':x', 1)",
         "redis.call('EVAL', 'return 1', 0)",
         "local x = next_fence(ARGV[1], 1, t)",
+        "local key, token = ARGV[1], ARGV[2]\nredis.call('DEL', key)",
         "local ok, r = pcall(release_lock, ARGV[1], ARGV[2])",
         "local r = acquire_lock(ARGV[1], KEYS[1], ARGV[2])",
         "return 1",
