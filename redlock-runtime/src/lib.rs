@@ -28,10 +28,13 @@
 //!
 //! # How a lock works
 //!
-//! - **Acquire** is one round trip: a Lua script runs `SET key token NX PX ttl`
-//!   and, when it succeeds, issues the key's fencing token from a counter
-//!   kept beside it under the same `{hash tag}` (see "Fencing tokens"
-//!   below). The token is a random UUID v4.
+//! - **Acquire** is one round trip: `SET key token NX PX ttl`, the command
+//!   rslock sends; the key's fencing token is issued from a counter kept
+//!   beside it under the same `{hash tag}` on first ask, or by an acquire
+//!   script that takes the lock and issues it in one step (see "Fencing
+//!   tokens" below). The owner token is `~uuid.since.name`: a random UUID
+//!   v4 (the secret), the acquire time and the client name (see "Who holds
+//!   a lock").
 //! - **Cancelling an acquire** (dropping its future at any `.await`, or a
 //!   caller's timeout) leaves nothing held: an attempt that may have taken
 //!   the lock (on its way, or its answer lost) is given back by a release
@@ -55,7 +58,11 @@
 //!   runs before the release (which then publishes to the subscribed
 //!   waiter) or after it (and finds the lock free, or marks its next
 //!   holder); `redis_wakeups.rs` races the two on one Redis, Cluster and
-//!   Sentinel. Polling with exponential backoff and
+//!   Sentinel. A mark lost with its write (a failover before it
+//!   replicated, a restart from an older snapshot) costs the waiter only
+//!   its push: it polls, as below. A holder running an older version of
+//!   this crate is never marked (see `owner.rs`), and always publishes.
+//!   Polling with exponential backoff and
 //!   full jitter ([`RetryPolicy`]), each sleep cut to the holder's remaining
 //!   lease and to the wait left, stays as the fallback, so a missed message
 //!   (or a lease that ran out) never strands a waiter.
@@ -432,7 +439,10 @@
 //! [`ConfigError::ServerTooOld`].
 //!
 //! A lock named `order:42` with the default prefix lives at `lock:{order:42}`
-//! and its fencing counter at `lock:{order:42}:fence`. A read/write lock
+//! and its fencing counter at `lock:{order:42}:fence`. The lock's value is
+//! its owner token, `~uuid.since.name`, followed by the byte 31 once a
+//! waiter marked it (the release then publishes on the channel
+//! `lock:{order:42}`, `SPUBLISH` on a cluster). A read/write lock
 //! named `product:7` lives at `lock:{product:7}:rw` (the writer), with
 //! `:rw:fence`, `:rw:readers` and `:rw:writers` (waiting writers) beside
 //! it; a semaphore at `lock:{jobs}:sem` (holders' leases) and

@@ -2,12 +2,24 @@
 //! client and when it was taken, so that [`LockClient::inspect`](crate::LockClient::inspect)
 //! and the busy errors can say who holds a lock at no extra round trip.
 //!
-//! A token is `uuid.since.name`: a random UUID (the secret part: whoever
+//! A token is `~uuid.since.name`: a random UUID (the secret part: whoever
 //! has the whole token can release the lock), the acquire's time on
 //! Redis's clock in ms (as the acquiring client estimates it), and the
 //! client's name. Only the name and the time are ever shown.
+//!
+//! The leading [`MARKABLE`] says that its holder's scripts accept a
+//! waiter's mark on the lock's value (see `scripts::HELD`). A waiter marks
+//! only such a lock: a holder running an older version of this crate
+//! (whose tokens start with the UUID, and whose scripts compare the value
+//! exactly) is never marked, so a rolling upgrade never costs it its
+//! renewals or its release; it always publishes, and wakes the new waiters.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The first character of every token this version writes: its holder
+/// accepts a waiter's mark (see the module docs). Never a UUID's first
+/// character.
+pub(crate) const MARKABLE: char = '~';
 
 /// The longest client name.
 pub(crate) const MAX_NAME_LEN: usize = 128;
@@ -16,7 +28,8 @@ pub(crate) const MAX_NAME_LEN: usize = 128;
 pub(crate) fn token(name: &str, since_ms: u64) -> String {
     use std::fmt::Write as _;
     // Sized once: one allocation per acquire, no regrowth.
-    let mut token = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 22 + name.len());
+    let mut token = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 23 + name.len());
+    token.push(MARKABLE);
     token.push_str(
         uuid::Uuid::new_v4()
             .hyphenated()
@@ -83,7 +96,9 @@ mod tests {
         assert_eq!(name, "billing-7.eu:42");
         assert_eq!(since, UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
         let secret = t.split('.').next().expect("uuid");
-        assert_eq!(secret.len(), 36);
+        let uuid = secret.strip_prefix(MARKABLE).expect("markable");
+        assert_eq!(uuid.len(), 36);
+        assert!(uuid.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
         assert!(!name.contains(secret));
         assert_eq!(parse("0b7e4c1a-0000-4000-8000-000000000000"), None);
         assert_ne!(t, token("billing-7.eu:42", 1_700_000_000_123), "random");

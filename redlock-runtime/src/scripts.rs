@@ -128,7 +128,11 @@ pub(crate) const WAITED_MARK: char = '\u{1f}';
 /// with this, so a mark never costs its holder the lock.
 ///
 /// `mark_waited(key, v)`: marks the lock `key`, whose value is `v`, as
-/// waited for (once: `APPEND` keeps the lease). An acquire attempt that
+/// waited for (once: `APPEND` keeps the lease), if its holder's token
+/// starts with `~` ([`owner::MARKABLE`](crate::owner::MARKABLE), byte 126):
+/// a holder of an older version, whose scripts would take the mark for
+/// another owner's value, is left alone (its release always publishes).
+/// An acquire attempt that
 /// finds the lock busy marks it, in the same step; a waiter subscribes to
 /// the lock's channel before it sends such an attempt. So the release of
 /// a lock with a waiter always finds the mark and publishes: either the
@@ -141,7 +145,9 @@ local function held(v, token)
     and string.sub(v, 1, -2) == token
 end
 local function mark_waited(key, v)
-  if string.byte(v, -1) ~= 31 then redis.call('APPEND', key, '\31') end
+  if string.byte(v, 1) == 126 and string.byte(v, -1) ~= 31 then
+    redis.call('APPEND', key, '\31')
+  end
 end
 ";
 

@@ -566,9 +566,11 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
         .expect("acquire");
     let stored: String = redis.get("lock:{order:42}").await.expect("GET");
     assert_eq!(stored, redlock_runtime::__private::owner_token(&guard));
-    // `uuid.since.name`: a random secret, the acquire time and the name.
+    // `~uuid.since.name`: a waiter may mark it (`~`), a random secret, the
+    // acquire time and the name.
     let token = redlock_runtime::__private::owner_token(&guard);
     let (secret, rest) = token.split_once('.').expect("uuid first");
+    let secret = secret.strip_prefix('~').expect("markable");
     assert!(uuid::Uuid::parse_str(secret).is_ok_and(|u| u.get_version_num() == 4));
     let (since, name) = rest.split_once('.').expect("then the time");
     assert!(since.parse::<u64>().is_ok(), "{since}");

@@ -362,3 +362,68 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
         }
     });
 }
+
+/// A rolling upgrade: a lock held by a client of an older version (its
+/// token starts with the UUID; its scripts compare the value exactly) is
+/// never marked by a waiter of this one, so the old holder keeps its
+/// renewals and its release, and its release (which always publishes)
+/// wakes the new waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
+    let server = RedisServer::start().await;
+    let mut old = redlock_tests::raw_connection(server.url()).await;
+    let waiters = slow_poller(&server.url()).await;
+    let old_token = "0b7e4c1a-5d2f-4c3e-9a1b-2f6d8e0c4a7b.1700000000000.old-node:7";
+    let taken: Option<String> = redis::cmd("SET")
+        .arg(&["lock:{upgrade}", old_token, "NX", "PX", "30000"])
+        .query_async(&mut old)
+        .await
+        .expect("the old client's SET NX");
+    assert!(taken.is_some());
+    let before = evalsha_calls(&mut old).await;
+    let waiting = tokio::spawn(async move {
+        let taken = waiters
+            .lock("upgrade")
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await;
+        (Instant::now(), taken.map(drop))
+    });
+    // The waiter's first attempt is a plain SET NX; the next, after it
+    // subscribed, is the script that would mark.
+    let started = Instant::now();
+    while evalsha_calls(&mut old).await == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no second attempt"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let value: String = redis::cmd("GET")
+        .arg("lock:{upgrade}")
+        .query_async(&mut old)
+        .await
+        .expect("GET");
+    assert_eq!(value, old_token, "an older client's lock was marked");
+    // The older version's release, as it was: exact compare, always publish.
+    let released: i64 = redis::cmd("EVAL")
+        .arg(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) \
+             redis.call('PUBLISH', KEYS[1], '') return 1 end return 0",
+        )
+        .arg(1)
+        .arg("lock:{upgrade}")
+        .arg(old_token)
+        .query_async(&mut old)
+        .await
+        .expect("the old client's release");
+    assert_eq!(released, 1, "the old holder could not release its lock");
+    let released_at = Instant::now();
+    let (acquired, taken) = waiting.await.expect("task");
+    taken.expect("the new waiter takes the lock");
+    let delay = acquired.saturating_duration_since(released_at);
+    assert!(
+        delay < Duration::from_secs(1),
+        "woken {delay:?} after the old release (its backoff alone sleeps 2 s)"
+    );
+}

@@ -209,3 +209,12 @@ fn sharded_variants_publish_with_spublish_only() {
         );
     }
 }
+
+#[test]
+fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
+    assert_eq!(WAITED_MARK as u32, 31);
+    assert_eq!(crate::owner::MARKABLE as u32, 126);
+    assert!(HELD.contains("string.byte(v, -1) == 31") && HELD.contains("'\\31'"));
+    assert!(HELD.contains("string.byte(v, 1) == 126"));
+    assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
+}
