@@ -15,6 +15,11 @@ pub use crate::LockRequest;
 /// counter + 1): for the idempotency layer's claim script, so that its
 /// tokens follow the same rule as the locks'.
 pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
+/// The text of the lock's release script as one Redis receives it (for
+/// lockbench, which measures it against the bare compare-and-delete).
+pub fn release_lua() -> String {
+    crate::scripts::RELEASE.text(crate::scripts::Publish::Plain)
+}
 pub use crate::scope::OnLost;
 pub use crate::util::redact_url;
 

@@ -157,27 +157,6 @@ end
 return 0
 ";
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `RELEASE` (`RELEASE_HEAD`,
-/// `RELEASE_CORE`, `RELEASE_BODY`; sent with one key and one argument, so
-/// the counter branch is never taken): publishes only when a waiter marked
-/// the lock. Keep in step.
-const RELEASE_ON_MARK: &str = r"
-local key, token, released = KEYS[1], ARGV[1], 0
-local v = redis.call('GET', key)
-if v == token then
-  redis.call('DEL', key)
-  released = 1
-elseif v and #v == #token + 1 and string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token then
-  redis.call('DEL', key)
-  redis.call('PUBLISH', key, '')
-  released = 1
-end
-if #KEYS > 1 and tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[2]) or '0') then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-end
-return released
-";
-
 /// The runtime's `RELEASE_BODY` (`redlock-runtime/src/scripts.rs`) as it
 /// was with a `PUBSUB NUMSUB` check, which it dropped: publishes only when
 /// the check finds a subscriber. Sent with one key and one argument, so
@@ -217,7 +196,9 @@ impl Scripts {
             issue_fence: Script::new(&ISSUE_FENCE.concat()),
             publish_always: Script::new(RELEASE_PUBLISH_ALWAYS),
             numsub: Script::new(RELEASE_NUMSUB),
-            on_mark: Script::new(RELEASE_ON_MARK),
+            // The runtime's own text, sent with one key and one argument
+            // (the counter branch is never taken).
+            on_mark: Script::new(&redlock_runtime::__private::release_lua()),
         }
     }
 }
