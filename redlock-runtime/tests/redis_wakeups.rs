@@ -427,3 +427,47 @@ async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
         "woken {delay:?} after the old release (its backoff alone sleeps 2 s)"
     );
 }
+
+/// A multi-lock whose keys share a hash tag waits like a lock: its group
+/// script marks the busy key, so that key's release wakes it by a push.
+#[rstest]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let name = b.name();
+        let holder = b.client().await;
+        let waiter = b
+            .builder()
+            .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+            .build()
+            .await
+            .expect("connect");
+        let guard = holder.lock("{acct:1}:to").acquire().await.expect("free");
+        let waiting = tokio::spawn(async move {
+            let both = waiter
+                .multi_lock(["{acct:1}:from", "{acct:1}:to"])
+                .wait(Duration::from_secs(30))
+                .acquire()
+                .await;
+            (Instant::now(), both.map(drop))
+        });
+        let started = Instant::now();
+        while !marked(&b, "{acct:1}:to").await {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name}: the group's busy attempts never marked the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        guard.release().await.expect("a marked lock is its holder's to release");
+        let released = Instant::now();
+        let (acquired, both) = waiting.await.expect("task");
+        both.expect("the group takes both locks");
+        let delay = acquired.saturating_duration_since(released);
+        assert!(
+            delay < Duration::from_secs(1),
+            "{name}: the group took its locks {delay:?} after the release (its backoff alone sleeps 2 s)"
+        );
+    });
+}
