@@ -3,14 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_runtime::{LockClient, RetryPolicy};
+use redlock_runtime::{LockClient, LockClientBuilder, RetryPolicy};
 use redlock_tests::{Backend, RedisServer, Started};
 use rstest::rstest;
 
 /// A client whose backoff alone sleeps exactly 2 s between attempts.
-async fn slow_poller(url: &str) -> LockClient {
-    LockClient::builder()
-        .url(url)
+async fn slow_poller(builder: LockClientBuilder) -> LockClient {
+    builder
         .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
         .build()
         .await
@@ -21,7 +20,7 @@ async fn slow_poller(url: &str) -> LockClient {
 async fn a_release_wakes_the_waiter_within_50ms() {
     let server = RedisServer::start().await;
     let holder_client = LockClient::connect(server.url()).await.expect("connect");
-    let waiter_client = slow_poller(&server.url()).await;
+    let waiter_client = slow_poller(LockClient::builder().url(server.url())).await;
     let holder = holder_client.lock("push").acquire().await.expect("holder");
     let waiter = tokio::spawn(async move {
         let guard = waiter_client
@@ -64,7 +63,7 @@ async fn only_waiters_on_the_released_key_wake() {
     let server = RedisServer::start().await;
     let mut admin = redlock_tests::raw_connection(server.url()).await;
     let holders = LockClient::connect(server.url()).await.expect("connect");
-    let waiters = slow_poller(&server.url()).await;
+    let waiters = slow_poller(LockClient::builder().url(server.url())).await;
     // Load the scripts, so no NOSCRIPT retry adds to the count below.
     holders
         .lock("warm-up")
@@ -163,7 +162,7 @@ async fn with_pub_sub_cut_the_waiter_still_acquires_by_polling() {
 async fn an_expired_lease_is_found_by_polling_capped_by_its_pttl() {
     let server = RedisServer::start().await;
     let holder_client = LockClient::connect(server.url()).await.expect("connect");
-    let waiter_client = slow_poller(&server.url()).await;
+    let waiter_client = slow_poller(LockClient::builder().url(server.url())).await;
     // The holder dies (no release, no message): its lease runs out.
     let holder = holder_client
         .lock("expires")
@@ -229,6 +228,19 @@ async fn marked(b: &Started, key: &str) -> bool {
     false
 }
 
+/// Waits (up to 10 s) until a waiter's busy attempt marked the lock `key`.
+async fn until_marked(b: &Started, key: &str) {
+    let started = Instant::now();
+    while !marked(b, key).await {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}: the waiter's busy attempts never marked the lock {key}",
+            b.name()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A release that no one waited for publishes nothing (the cost rslock's
 /// release has: `GET`, `DEL`); a waiter's busy attempt marks the lock,
 /// which stays its holder's to extend, fence, inspect and release, and
@@ -274,14 +286,7 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
                 .await;
             taken.map(drop)
         });
-        let started = Instant::now();
-        while !marked(&b, "waited").await {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{name}: the waiter's busy attempts never marked the lock"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_marked(&b, "waited").await;
         guard
             .extend(Duration::from_secs(20))
             .await
@@ -327,12 +332,7 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
     backend.run_threaded(|b| async move {
         let name = b.name();
         let holder = b.client().await;
-        let waiter = b
-            .builder()
-            .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
-            .build()
-            .await
-            .expect("connect");
+        let waiter = slow_poller(b.builder()).await;
         for round in 0..20u64 {
             let key = format!("race:{round}");
             let guard = holder.lock(key.as_str()).acquire().await.expect("free");
@@ -372,7 +372,7 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
 async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
     let server = RedisServer::start().await;
     let mut old = redlock_tests::raw_connection(server.url()).await;
-    let waiters = slow_poller(&server.url()).await;
+    let waiters = slow_poller(LockClient::builder().url(server.url())).await;
     let old_token = "0b7e4c1a-5d2f-4c3e-9a1b-2f6d8e0c4a7b.1700000000000.old-node:7";
     let taken: Option<String> = redis::cmd("SET")
         .arg(&["lock:{upgrade}", old_token, "NX", "PX", "30000"])
@@ -437,12 +437,7 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
     backend.run_threaded(|b| async move {
         let name = b.name();
         let holder = b.client().await;
-        let waiter = b
-            .builder()
-            .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
-            .build()
-            .await
-            .expect("connect");
+        let waiter = slow_poller(b.builder()).await;
         let guard = holder.lock("{acct:1}:to").acquire().await.expect("free");
         let waiting = tokio::spawn(async move {
             let both = waiter
@@ -452,14 +447,7 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
                 .await;
             (Instant::now(), both.map(drop))
         });
-        let started = Instant::now();
-        while !marked(&b, "{acct:1}:to").await {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{name}: the group's busy attempts never marked the lock"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_marked(&b, "{acct:1}:to").await;
         guard.release().await.expect("a marked lock is its holder's to release");
         let released = Instant::now();
         let (acquired, both) = waiting.await.expect("task");
