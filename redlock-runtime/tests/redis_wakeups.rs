@@ -212,8 +212,8 @@ async fn publishes(b: &Started) -> u64 {
 /// Whether a waiter marked the lock `key` on any of the case's servers
 /// (its value ends with the byte 31; a cluster node that does not own the
 /// key answers MOVED, counted as no).
-async fn marked(b: &Started, key: &str) -> bool {
-    for url in b.urls() {
+async fn marked(urls: &[String], key: &str) -> bool {
+    for url in urls {
         let mut conn = redlock_tests::raw_connection(url).await;
         let value: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("GET")
             .arg(format!("lock:{{{key}}}"))
@@ -228,14 +228,14 @@ async fn marked(b: &Started, key: &str) -> bool {
     false
 }
 
-/// Waits (up to 10 s) until a waiter's busy attempt marked the lock `key`.
-async fn until_marked(b: &Started, key: &str) {
+/// Waits (up to 10 s) until a waiter's busy attempt marked the lock `key`
+/// on one of the servers at `urls`.
+async fn until_marked(urls: &[String], key: &str) {
     let started = Instant::now();
-    while !marked(b, key).await {
+    while !marked(urls, key).await {
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "{}: the waiter's busy attempts never marked the lock {key}",
-            b.name()
+            "{urls:?}: the waiter's busy attempts never marked the lock {key}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -286,7 +286,7 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
                 .await;
             taken.map(drop)
         });
-        until_marked(&b, "waited").await;
+        until_marked(&b.urls(), "waited").await;
         guard
             .extend(Duration::from_secs(20))
             .await
@@ -447,7 +447,7 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
                 .await;
             (Instant::now(), both.map(drop))
         });
-        until_marked(&b, "{acct:1}:to").await;
+        until_marked(&b.urls(), "{acct:1}:to").await;
         guard.release().await.expect("a marked lock is its holder's to release");
         let released = Instant::now();
         let (acquired, both) = waiting.await.expect("task");
@@ -458,4 +458,50 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
             "{name}: the group took its locks {delay:?} after the release (its backoff alone sleeps 2 s)"
         );
     });
+}
+
+/// A restart from a snapshot taken before the mark brings the lock back
+/// unmarked: its holder still renews and releases it (the value is its
+/// token exactly), and the waiter still gets it, by its next attempt (which
+/// marks again) or its polling, never stranded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_rolled_back_by_a_snapshot_loses_no_lock_and_strands_no_waiter() {
+    let mut server = RedisServer::start().await;
+    let urls = [server.url()];
+    let holders = LockClient::connect(server.url()).await.expect("connect");
+    let waiters = slow_poller(LockClient::builder().url(server.url())).await;
+    let guard = holders
+        .lock("rolled")
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .expect("free");
+    let mut admin = redlock_tests::raw_connection(server.url()).await;
+    let _: () = redis::cmd("SAVE")
+        .query_async(&mut admin)
+        .await
+        .expect("SAVE");
+    let waiting = tokio::spawn(async move {
+        let taken = waiters
+            .lock("rolled")
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await;
+        (Instant::now(), taken.map(drop))
+    });
+    until_marked(&urls, "rolled").await;
+    server.restart_keeping_data().await; // the snapshot has no mark
+    guard
+        .extend(Duration::from_secs(20))
+        .await
+        .expect("the holder still extends its lock after the rollback");
+    guard.release().await.expect("and releases it");
+    let released = Instant::now();
+    let (acquired, taken) = waiting.await.expect("task");
+    taken.expect("the waiter takes the lock");
+    let delay = acquired.saturating_duration_since(released);
+    assert!(
+        delay < Duration::from_secs(3),
+        "taken {delay:?} after the release: its backoff alone sleeps 2 s"
+    );
 }

@@ -216,5 +216,7 @@ fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
     assert_eq!(crate::owner::MARKABLE as u32, 126);
     assert!(HELD.contains("string.byte(v, -1) == 31") && HELD.contains("'\\31'"));
     assert!(HELD.contains("string.byte(v, 1) == 126"));
+    // The release's inline copy of `held` checks the same byte.
+    assert!(RELEASE_CORE.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
     assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
 }
