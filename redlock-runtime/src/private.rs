@@ -20,6 +20,17 @@ pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
 pub fn release_lua() -> String {
     crate::scripts::RELEASE.text(crate::scripts::Publish::Plain)
 }
+/// The text of the fenced acquire script (`.fenced()`'s one-lock acquire)
+/// as one Redis receives it (for lockbench's acquire candidates).
+pub fn acquire_lua() -> String {
+    crate::scripts::ACQUIRE.text(crate::scripts::Publish::Plain)
+}
+/// The text of the script that issues a plain lock's fencing token on
+/// first ask, as one Redis receives it (for lockbench's acquire
+/// candidates).
+pub fn issue_fence_lua() -> String {
+    crate::scripts::ISSUE_FENCE.text(crate::scripts::Publish::Plain)
+}
 pub use crate::scope::OnLost;
 pub use crate::util::redact_url;
 

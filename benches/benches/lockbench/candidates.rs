@@ -14,13 +14,21 @@
 //!   baseline, what our client sends by default and rslock sends;
 //! - `lua_fence`: one Lua acquire that reads `TIME`, takes the lock with
 //!   `SET NX PX` and issues a fencing token `max(counter + 1, now_us)`,
-//!   stored with `SET counter .. PX retention GET` (the runtime's
-//!   `ACQUIRE`, copied in [`ACQUIRE`]: what `.fenced()` sends), then the
+//!   stored with `SET counter .. PX retention GET` (the runtime's own
+//!   `ACQUIRE` text: what `.fenced()` sends for one lock), then the
 //!   compare-and-delete release;
+//! - `lua_set_nx`: a Lua acquire that only does `SET NX PX`, then the
+//!   release: the floor of any acquire made in one script, so the cost of
+//!   the fencing token is `lua_fence` against this, not against `set_nx`;
+//! - `lua_fence_node_counter`: `lua_fence`'s acquire with one fencing
+//!   counter for the whole server (`acq:fence`) instead of one per lock:
+//!   what the token's counter costs when no key is created per lock.
+//!   Measured, not used: a script's keys must share a slot on a cluster
+//!   and behind a proxy, so a counter per server cannot serve every
+//!   topology, and two counters for one key would let its tokens go back;
 //! - `set_nx_lazy_token`: `SET NX PX`, then a second round trip for the
-//!   token (`GET == token`, then the same next-fence Lua: the runtime's
-//!   `ISSUE_FENCE`, copied in [`ISSUE_FENCE`]), then the release: a lock
-//!   whose holder asks for its token every time;
+//!   token (the runtime's own `ISSUE_FENCE` text), then the release: a
+//!   lock whose holder asks for its token every time;
 //! - `multi_incr`: `MULTI; SET key token NX PX ttl; INCR counter; EXEC` in
 //!   one round trip, then the release. Measured only because the issue
 //!   asks: the `INCR` is not conditional on the `SET` (a busy lock still
@@ -44,7 +52,8 @@
 //!
 //! The fencing counters of `lua_fence` and `set_nx_lazy_token` (kept for
 //! [`FENCE_RETENTION`]) and of `multi_incr` (no expiry) stay on the server
-//! after the group: one key per pair.
+//! after the group: one key per pair (`lua_fence_node_counter` leaves one
+//! in all).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,11 +68,19 @@ use crate::uncontended::{CONCURRENCIES, Measured, UNCONTENDED_TTL, pair_numbers,
 
 /// The candidates, in the order they are run and shown, each with what it
 /// sends.
-pub(crate) const CANDIDATES: [(&str, &str); 7] = [
+pub(crate) const CANDIDATES: [(&str, &str); 9] = [
     ("set_nx", "SET NX PX + Lua release (GET == token -> DEL)"),
     (
         "lua_fence",
         "one Lua acquire: TIME, SET NX PX, token max(counter+1, now_us) + Lua release",
+    ),
+    (
+        "lua_set_nx",
+        "a Lua acquire doing only SET NX PX + Lua release (the floor of a script acquire)",
+    ),
+    (
+        "lua_fence_node_counter",
+        "lua_fence with one counter per server, none per lock (not usable on a cluster)",
     ),
     (
         "set_nx_lazy_token",
@@ -94,58 +111,25 @@ const SLICE: Duration = Duration::from_millis(500);
 /// (`DEFAULT_FENCE_RETENTION`, 24 h).
 const FENCE_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `NEXT_FENCE`: the next
-/// token of the counter `key`, the larger of the counter + 1 and Redis's
-/// clock in µs, stored back with an expiry of `retention` ms. Keep in step.
-const NEXT_FENCE: &str = r"
-local function next_fence(key, retention, t)
-  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local n = tonumber(redis.call('SET', key, string.format('%.0f', now_us), 'PX', retention, 'GET') or '0') + 1
-  if n > now_us then
-    redis.call('SET', key, string.format('%.0f', n), 'PX', retention)
-    return n
-  end
-  return now_us
-end
+/// `lua_set_nx`'s acquire: 1 when the lock is taken.
+const LUA_SET_NX: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
 ";
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `ACQUIRE_BODY` (run after
-/// [`NEXT_FENCE`]). `KEYS` lock, counter; `ARGV` token, ttl (ms),
-/// retention (ms), `1` to return the clock, not-before (ms, `0`: none).
-/// Returns `{1, fence}` when the lock is taken.
-const ACQUIRE_BODY: &str = r"
+/// `lua_fence_node_counter`'s acquire, after the runtime's `NEXT_FENCE`:
+/// `KEYS` lock, the server's one counter; `ARGV` token, ttl (ms),
+/// retention (ms). Returns `{1, fence}` when the lock is taken.
+const NODE_COUNTER_BODY: &str = r"
 local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local not_before = tonumber(ARGV[5])
-if not_before > now_ms then return {-4, not_before - now_ms} end
-local fence
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  fence = next_fence(KEYS[2], ARGV[3], t)
-elseif redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  fence = tonumber(redis.call('GET', KEYS[2]) or '0')
-else
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {1, next_fence(KEYS[2], ARGV[3], t)}
 end
-if ARGV[4] == '1' then return {1, fence, now_ms} end
-return {1, fence}
+return {0, redis.call('PTTL', KEYS[1])}
 ";
 
-/// Copied from `redlock-runtime/src/scripts.rs`, `ISSUE_FENCE_BODY` (run
-/// after [`NEXT_FENCE`]). `KEYS` lock, counter; `ARGV` token, retention
-/// (ms). Returns the token, or -1 when the lock is not this owner's.
-const ISSUE_FENCE_BODY: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))
-";
-
-/// `lua_fence`'s acquire: the runtime's `ACQUIRE`, `NEXT_FENCE` +
-/// `ACQUIRE_BODY`.
-const ACQUIRE: [&str; 2] = [NEXT_FENCE, ACQUIRE_BODY];
-
-/// `set_nx_lazy_token`'s token script: the runtime's `ISSUE_FENCE`,
-/// `NEXT_FENCE` + `ISSUE_FENCE_BODY`.
-const ISSUE_FENCE: [&str; 2] = [NEXT_FENCE, ISSUE_FENCE_BODY];
+/// `lua_fence_node_counter`'s one counter.
+const NODE_COUNTER: &str = "acq:fence";
 
 /// A release that always publishes on the lock's channel.
 const RELEASE_PUBLISH_ALWAYS: &str = r"
@@ -182,6 +166,8 @@ struct Scripts {
     /// The raw baseline's compare-and-delete.
     release: Script,
     acquire: Script,
+    lua_set_nx: Script,
+    node_counter: Script,
     issue_fence: Script,
     publish_always: Script,
     numsub: Script,
@@ -192,8 +178,17 @@ impl Scripts {
     fn new() -> Self {
         Scripts {
             release: baselines::release_script(),
-            acquire: Script::new(&ACQUIRE.concat()),
-            issue_fence: Script::new(&ISSUE_FENCE.concat()),
+            // The runtime's own texts, so that no copy drifts.
+            acquire: Script::new(&redlock_runtime::__private::acquire_lua()),
+            lua_set_nx: Script::new(LUA_SET_NX),
+            node_counter: Script::new(
+                &[
+                    redlock_runtime::__private::NEXT_FENCE_LUA,
+                    NODE_COUNTER_BODY,
+                ]
+                .concat(),
+            ),
+            issue_fence: Script::new(&redlock_runtime::__private::issue_fence_lua()),
             publish_always: Script::new(RELEASE_PUBLISH_ALWAYS),
             numsub: Script::new(RELEASE_NUMSUB),
             // The runtime's own text, sent with one key and one argument
@@ -258,6 +253,32 @@ async fn pair(
                 .invoke_async(&mut conn)
                 .await
                 .expect("lua_fence acquire");
+            assert_eq!(reply.first(), Some(&1), "distinct keys are never busy");
+            &scripts.release
+        }
+        "lua_set_nx" => {
+            let taken: i64 = scripts
+                .lua_set_nx
+                .key(&lock)
+                .arg(&token)
+                .arg(ttl_ms)
+                .invoke_async(&mut conn)
+                .await
+                .expect("lua_set_nx acquire");
+            assert_eq!(taken, 1, "distinct keys are never busy");
+            &scripts.release
+        }
+        "lua_fence_node_counter" => {
+            let reply: Vec<i64> = scripts
+                .node_counter
+                .key(&lock)
+                .key(NODE_COUNTER)
+                .arg(&token)
+                .arg(ttl_ms)
+                .arg(retention_ms)
+                .invoke_async(&mut conn)
+                .await
+                .expect("lua_fence_node_counter acquire");
             assert_eq!(reply.first(), Some(&1), "distinct keys are never busy");
             &scripts.release
         }

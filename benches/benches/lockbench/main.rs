@@ -49,7 +49,9 @@
 //!   `MultiplexedConnection` with no lock client, as acquire+release pairs
 //!   on distinct keys at concurrency 1 and 32 in interleaved slices:
 //!   `SET NX PX` (`set_nx`, the raw baseline), one Lua acquire that issues
-//!   a fencing token (`lua_fence`), `SET NX PX` then a token script
+//!   a fencing token (`lua_fence`), a Lua acquire doing only `SET NX PX`
+//!   (`lua_set_nx`, the floor of a script acquire), `lua_fence` with one
+//!   counter per server (`lua_fence_node_counter`), `SET NX PX` then a token script
 //!   (`set_nx_lazy_token`), `MULTI`/`SET NX PX`/`INCR`/`EXEC`
 //!   (`multi_incr`), and three releases (`release_publish_always`,
 //!   `release_numsub`, `release_on_mark`), each with its ratio to `set_nx`;
