@@ -241,6 +241,18 @@ async fn until_marked(urls: &[String], key: &str) {
     }
 }
 
+/// How long after `released` the waiter in `waiting` took its lock (it
+/// must take it): its task returns when its acquire ended, and whether it
+/// took the lock.
+async fn taken_after(
+    waiting: tokio::task::JoinHandle<(Instant, Result<(), redlock_runtime::LockError>)>,
+    released: Instant,
+) -> Duration {
+    let (acquired, taken) = waiting.await.expect("waiter task");
+    taken.expect("the waiter takes the lock");
+    acquired.saturating_duration_since(released)
+}
+
 /// A release that no one waited for publishes nothing (the cost rslock's
 /// release has: `GET`, `DEL`); a waiter's busy attempt marks the lock,
 /// which stays its holder's to extend, fence, inspect and release, and
@@ -351,10 +363,7 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
             // first attempt to after its subscription and mark.
             tokio::time::sleep(Duration::from_millis(round * 3)).await;
             guard.release().await.expect("release");
-            let released = Instant::now();
-            let (acquired, taken) = waiting.await.expect("task");
-            taken.expect("the waiter takes the lock");
-            let delay = acquired.saturating_duration_since(released);
+            let delay = taken_after(waiting, Instant::now()).await;
             assert!(
                 delay < Duration::from_secs(1),
                 "{name}, round {round}: taken {delay:?} after the release, a missed wake-up"
@@ -418,10 +427,7 @@ async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
         .await
         .expect("the old client's release");
     assert_eq!(released, 1, "the old holder could not release its lock");
-    let released_at = Instant::now();
-    let (acquired, taken) = waiting.await.expect("task");
-    taken.expect("the new waiter takes the lock");
-    let delay = acquired.saturating_duration_since(released_at);
+    let delay = taken_after(waiting, Instant::now()).await;
     assert!(
         delay < Duration::from_secs(1),
         "woken {delay:?} after the old release (its backoff alone sleeps 2 s)"
@@ -449,10 +455,7 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
         });
         until_marked(&b.urls(), "{acct:1}:to").await;
         guard.release().await.expect("a marked lock is its holder's to release");
-        let released = Instant::now();
-        let (acquired, both) = waiting.await.expect("task");
-        both.expect("the group takes both locks");
-        let delay = acquired.saturating_duration_since(released);
+        let delay = taken_after(waiting, Instant::now()).await;
         assert!(
             delay < Duration::from_secs(1),
             "{name}: the group took its locks {delay:?} after the release (its backoff alone sleeps 2 s)"
@@ -496,10 +499,7 @@ async fn a_mark_rolled_back_by_a_snapshot_loses_no_lock_and_strands_no_waiter() 
         .await
         .expect("the holder still extends its lock after the rollback");
     guard.release().await.expect("and releases it");
-    let released = Instant::now();
-    let (acquired, taken) = waiting.await.expect("task");
-    taken.expect("the waiter takes the lock");
-    let delay = acquired.saturating_duration_since(released);
+    let delay = taken_after(waiting, Instant::now()).await;
     assert!(
         delay < Duration::from_secs(3),
         "taken {delay:?} after the release: its backoff alone sleeps 2 s"
