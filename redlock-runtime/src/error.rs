@@ -166,6 +166,25 @@ pub enum LockError {
         timeout: Duration,
     },
 
+    /// Redis Cluster kept redirecting the operation (`MOVED`, `ASK`) until
+    /// the command timeout ran out: the key's slot is being moved, or the
+    /// nodes disagree for now on which of them serves it. Retrying may pass.
+    #[error(
+        "Redis Cluster was still redirecting the {op} of lock `{key}` when its time limit of \
+         {timeout:?} ran out (last answer: {last}); the key's slot is being moved: retry, and if \
+         the slot stays half-moved, finish the migration (`redis-cli --cluster fix`)"
+    )]
+    Redirected {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that was redirected.
+        op: Operation,
+        /// The time limit that ran out.
+        timeout: Duration,
+        /// The last redirection (`MOVED` or `ASK`, with the slot and node).
+        last: String,
+    },
+
     /// No connection could be had from the pool in time.
     #[error(
         "no Redis connection for the {op} of lock `{key}` within {timeout:?}: {}; the pool is \
@@ -294,7 +313,7 @@ impl LockError {
     /// True for failures of Redis or the network that may pass if retried
     /// ([`Redis`](Self::Redis) I/O errors and refusals for now: `LOADING`,
     /// `BUSY`, `TRYAGAIN`, `MASTERDOWN`, `READONLY`, `CLUSTERDOWN`;
-    /// [`Timeout`](Self::Timeout),
+    /// [`Timeout`](Self::Timeout), [`Redirected`](Self::Redirected),
     /// [`Pool`](Self::Pool), [`Quorum`](Self::Quorum),
     /// [`Replicas`](Self::Replicas); [`Connect`](Self::Connect) and
     /// [`Connection`](Self::Connection) unless the failure is permanent: a
@@ -302,6 +321,7 @@ impl LockError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Timeout { .. }
+            | Self::Redirected { .. }
             | Self::Pool { .. }
             | Self::Quorum { .. }
             | Self::Replicas { .. } => true,
@@ -329,6 +349,7 @@ impl LockError {
             | Self::InvalidKey { key, .. }
             | Self::Redis { key, .. }
             | Self::Timeout { key, .. }
+            | Self::Redirected { key, .. }
             | Self::Pool { key, .. }
             | Self::Connection { key, .. }
             | Self::Quorum { key, .. }

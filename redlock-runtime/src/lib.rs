@@ -233,7 +233,11 @@
 //! and the call follows it, `ASK` is followed with `ASKING` in the same
 //! write, `TRYAGAIN` is retried after 10 ms, and a connection error or
 //! `CLUSTERDOWN` re-reads the map and, if another master serves the slot,
-//! sends there; otherwise the error is returned, typed and transient. Every
+//! sends there; otherwise the error is returned, typed and transient. A
+//! call still redirected when its time runs out (a migration half set up
+//! bounces it between source and destination) ends in
+//! [`LockError::Redirected`], transient too: a waiting acquire keeps
+//! waiting. Every
 //! script is safe to send twice (owner-checked; an acquire repeated with its
 //! own token finds the lock its own). redis-rs's cluster connection (the
 //! `cluster-async` feature) does one job here: the wake-up subscriber's

@@ -203,6 +203,7 @@ fn error_kind(error: &LockError) -> &'static str {
         LockError::Connection { .. } => "connection",
         LockError::Redis { .. } => "redis",
         LockError::Timeout { .. } => "timeout",
+        LockError::Redirected { .. } => "redirected",
         LockError::Pool { .. } => "pool",
         LockError::Quorum { .. } => "quorum",
         LockError::Replicas { .. } => "replicas",

@@ -222,6 +222,97 @@ async fn a_token_asked_for_during_a_split_move_retries_tryagain_within_its_timeo
         .expect("free after the release");
 }
 
+/// A migration begun at the source (`MIGRATING` before the destination is
+/// `IMPORTING`) sends a call for a key the source lacks back and forth: `ASK`
+/// to the destination, `MOVED` back; once the destination imports, the
+/// acquire script gets `ASK`, then `TRYAGAIN`, until the slot has moved. An
+/// attempt that runs out of time so is a transient, typed error, and a
+/// waiting acquire keeps waiting through it (CI once saw a waiter end on
+/// the `ASK` of an attempt that ran out of time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rides_out_a_slot_that_bounces_between_source_and_destination() {
+    logs();
+    let cluster = RedisCluster::start(3, 0).await;
+    let locks = LockClient::cluster(cluster.urls()).await.expect("client");
+    let from = cluster.master_indices().await[0];
+    let key = key_on(&cluster, from, "bounce").await;
+    let slot = cluster.slot_of(&stored(&key)).await;
+    let to = cluster
+        .master_indices()
+        .await
+        .into_iter()
+        .find(|&m| m != from)
+        .expect("another master");
+    let migration = cluster.begin_migration_from_source(slot, to).await;
+
+    // Without a wait: the typed, transient error, after the command timeout.
+    let started = Instant::now();
+    let err = locks
+        .lock(key.clone())
+        .try_acquire()
+        .await
+        .expect_err("no node serves the key while it bounces");
+    assert!(
+        matches!(err, LockError::Redirected { .. }) && err.is_transient(),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "within the command timeout, not spinning on: {:?}",
+        started.elapsed()
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("redirecting") && text.contains(&key),
+        "{text}"
+    );
+
+    // With a wait: still waiting after three attempts' time limits...
+    let waiter = {
+        let locks = locks.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            locks
+                .lock(key)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter gave up on a redirection: {:?}",
+        waiter.await
+    );
+    // Once the destination imports the slot, an acquire script (the lock's
+    // two keys, neither there) gets `ASK` from the source and `TRYAGAIN`
+    // from the destination until the migration ends; an attempt ends on
+    // either. This is what CI saw: the `ASK` ended a 60 s wait.
+    migration.import(&cluster).await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter gave up while the slot was being imported: {:?}",
+        waiter.await
+    );
+    // ...and it gets the lock once the slot has moved.
+    migration.finish(&cluster).await;
+    let guard = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter gets the lock after the move")
+        .expect("task")
+        .expect("acquired on the destination");
+    let mut dest = raw(&cluster.node(to).url()).await;
+    let on_dest: bool = redis::cmd("EXISTS")
+        .arg(stored(&key))
+        .query_async(&mut dest)
+        .await
+        .expect("EXISTS");
+    assert!(on_dest, "the lock was taken on the destination");
+    guard.release().await.expect("release after the move");
+}
+
 /// Kills the master of `key` and waits until its replica serves the slot.
 async fn kill_master_of(cluster: &mut RedisCluster, key: &str) -> usize {
     let slot = cluster.slot_of(&stored(key)).await;

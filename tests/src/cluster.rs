@@ -55,7 +55,9 @@ pub struct RedisCluster {
 
 /// A slot left half-way through a move by [`RedisCluster::begin_migration`]: the
 /// source is `MIGRATING` and the destination `IMPORTING`, so a key that is no longer on
-/// the source gets an `ASK` redirect to the destination.
+/// the source gets an `ASK` redirect to the destination. (After
+/// [`RedisCluster::begin_migration_from_source`], the destination is not `IMPORTING`
+/// until [`SlotMigration::import`].)
 ///
 /// Move keys with [`SlotMigration::move_key`] or [`SlotMigration::move_all_keys`], and
 /// end it with [`SlotMigration::finish`]. Dropping it leaves the slot mid-migration.
@@ -256,6 +258,29 @@ impl RedisCluster {
     ///
     /// If `to` is not a master or already serves the slot, or a command fails.
     pub async fn begin_migration(&self, slot: u16, to: usize) -> SlotMigration {
+        let migration = self.plan_migration(slot, to).await;
+        migration.import(self).await;
+        migration.mark_migrating(self).await;
+        migration
+    }
+
+    /// The first step of a migration done in the other order than
+    /// [`RedisCluster::begin_migration`]'s: marks `slot` `MIGRATING` on its current
+    /// master only. Until [`SlotMigration::import`], a command for a key that is not on
+    /// the source bounces: the source answers `ASK` to the destination, and the
+    /// destination, not importing the slot, answers `MOVED` back to the source.
+    ///
+    /// # Panics
+    ///
+    /// If `to` is not a master or already serves the slot, or a command fails.
+    pub async fn begin_migration_from_source(&self, slot: u16, to: usize) -> SlotMigration {
+        let migration = self.plan_migration(slot, to).await;
+        migration.mark_migrating(self).await;
+        migration
+    }
+
+    /// The nodes of a migration of `slot` to `to`, checked; nothing is marked yet.
+    async fn plan_migration(&self, slot: u16, to: usize) -> SlotMigration {
         let from = self.master_of_slot(slot).await;
         assert_ne!(
             from, to,
@@ -266,10 +291,7 @@ impl RedisCluster {
             "begin_migration: node {to} is not a master with slots; pick one of {:?}",
             self.master_indices().await
         );
-        let from_id = self.node_id(from).await;
         let to_id = self.node_id(to).await;
-        self.setslot(to, slot, &["IMPORTING", &from_id]).await;
-        self.setslot(from, slot, &["MIGRATING", &to_id]).await;
         SlotMigration {
             slot,
             from,
@@ -484,6 +506,27 @@ impl SlotMigration {
     /// The index of the node the slot goes to.
     pub fn to(&self) -> usize {
         self.to
+    }
+
+    /// Marks the slot `IMPORTING` on the destination (`SETSLOT .. IMPORTING`): the
+    /// step [`RedisCluster::begin_migration_from_source`] left out. Afterwards the
+    /// destination serves the slot's keys to a command preceded by `ASKING`.
+    ///
+    /// # Panics
+    ///
+    /// If the command fails.
+    pub async fn import(&self, cluster: &RedisCluster) {
+        let from_id = cluster.node_id(self.from).await;
+        cluster
+            .setslot(self.to, self.slot, &["IMPORTING", &from_id])
+            .await;
+    }
+
+    /// Marks the slot `MIGRATING` on the source.
+    async fn mark_migrating(&self, cluster: &RedisCluster) {
+        cluster
+            .setslot(self.from, self.slot, &["MIGRATING", &self.to_id])
+            .await;
     }
 
     /// Moves one key of the slot to the destination (`MIGRATE .. KEYS key`). Afterwards

@@ -18,6 +18,12 @@
 //! - `ASK addr` (a slot half-way through a migration): the call is sent to
 //!   `addr` preceded by `ASKING`, in the same write ([`Conn::Asking`]).
 //! - `TRYAGAIN` (a key moving right now): sent again after a short pause.
+//! - Redirections that go on (the nodes sending the call back and forth,
+//!   as when the source of a migration says `ASK` before the destination
+//!   imports the slot): past three in one call, each is followed after the
+//!   same pause; if the time limit runs out while still redirected, the
+//!   call ran on no node, and the error is [`LockError::Redirected`],
+//!   transient, so an acquire with a wait keeps waiting.
 //! - A node that cannot be reached, `CLUSTERDOWN`, `READONLY` or
 //!   `MASTERDOWN` (a failover): the slot map is read again from any node
 //!   that answers; if another master now serves the slot, the call goes
@@ -31,6 +37,7 @@
 //! when slots move (see `wakeups.rs`).
 //!
 //! [`Conn::Asking`]: super::conn::Conn::Asking
+//! [`LockError::Redirected`]: crate::LockError::Redirected
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -52,6 +59,14 @@ use crate::error::ConnectFailure;
 
 /// How long to pause before sending again after `TRYAGAIN`.
 const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(10);
+
+/// Redirections one call follows back to back; past them it pauses
+/// [`TRY_AGAIN_PAUSE`] before each send. A slot being moved takes one or
+/// two (`MOVED` to the new master, `ASK` to the destination); more mean
+/// the nodes send the call back and forth: the source says `ASK` before
+/// the destination imports the slot, and the destination answers `MOVED`
+/// back.
+const BOUNCES_BEFORE_PAUSE: u32 = 3;
 
 /// The longest one node may take to answer `CLUSTER SLOTS`.
 const MAP_QUERY_LIMIT: Duration = Duration::from_secs(1);
@@ -123,6 +138,26 @@ pub(super) fn follow(e: &OpError) -> Follow {
         ) => Follow::Remap,
         _ if crate::error::is_connection_failure(e) => Follow::Remap,
         _ => Follow::Fail,
+    }
+}
+
+/// The error of a call whose time limit ran out, `last` its last error.
+///
+/// A redirection (`MOVED`, `ASK`) that came back as the time ran out is
+/// not the answer: the call ran on no node it reached, and a later attempt
+/// may pass. So it becomes [`OpError::Redirected`], transient, where the
+/// redirection itself would end a waiting acquire at once.
+fn out_of_time(last: Option<OpError>, limit: Duration, unknown: bool) -> OpError {
+    match last {
+        Some(e) if matches!(follow(&e), Follow::Moved(..) | Follow::Ask(_)) => {
+            OpError::Redirected {
+                timeout: limit,
+                last: e.to_string(),
+                unknown,
+            }
+        }
+        Some(e) => e,
+        None => OpError::Timeout(limit),
     }
 }
 
@@ -300,10 +335,18 @@ impl ClusterBackend {
         let deadline = Instant::now() + limit;
         let mut ask: Option<Arc<Node>> = None;
         let mut last: Option<OpError> = None;
+        // Whether an earlier attempt may have run (see `OpError::Redirected`).
+        let mut unknown = false;
+        let mut redirects = 0u32;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(last.unwrap_or(OpError::Timeout(limit)));
+                return Err(out_of_time(last, limit, unknown));
+            }
+            if redirects > BOUNCES_BEFORE_PAUSE {
+                // Nodes sending the call back and forth (a migration half
+                // set up): pause as after `TRYAGAIN`, not spin.
+                tokio::time::sleep(TRY_AGAIN_PAUSE.min(left)).await;
             }
             let (node, asking) = match ask.take() {
                 Some(node) => (node, true),
@@ -318,15 +361,21 @@ impl ClusterBackend {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
+            unknown |= error.outcome_unknown();
             match follow(&error) {
                 Follow::Moved(moved, addr) => {
+                    redirects += 1;
                     tracing::debug!(target: "redlock", slot = moved, to = %addr, "cluster slot moved");
                     if let Some(map) = self.current_map() {
                         self.set_map(map.with_owner(moved, addr));
                     }
                     self.refresh_soon();
                 }
-                Follow::Ask(addr) => ask = Some(self.node(&addr)?),
+                Follow::Ask(addr) => {
+                    redirects += 1;
+                    tracing::debug!(target: "redlock", slot, to = %addr, "cluster slot half-way moved: ASK");
+                    ask = Some(self.node(&addr)?);
+                }
                 Follow::TryAgain => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     tokio::time::sleep(TRY_AGAIN_PAUSE.min(left)).await;

@@ -27,6 +27,15 @@ pub(crate) enum OpError {
     /// The whole call ran over its time limit.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// Redis Cluster: the call was still being redirected (`MOVED`, `ASK`)
+    /// when its time limit ran out. `unknown` when an earlier attempt of
+    /// the call may have run (it timed out before the slot map moved it).
+    #[error("still redirected when the time limit of {timeout:?} ran out (last: {last})")]
+    Redirected {
+        timeout: Duration,
+        last: String,
+        unknown: bool,
+    },
     /// Fewer replicas than required acknowledged the write in time.
     #[error("{acknowledged} of {wanted} replicas acknowledged within {timeout:?}")]
     Replicas {
@@ -79,6 +88,8 @@ impl OpError {
             Self::Redis(e) => crate::error::is_connection_failure(e),
             // The write reached the primary; too few replicas have it.
             Self::Timeout(_) | Self::Replicas { .. } => true,
+            // Each redirection answered that the call did not run there.
+            Self::Redirected { unknown, .. } => *unknown,
             Self::Pool { .. } | Self::Connect { .. } | Self::Restarted { .. } | Self::Full(_) => {
                 false
             }
@@ -135,6 +146,7 @@ impl OpError {
             Self::Redis(e) => crate::error::is_transient_redis(e),
             Self::Connect { failure, .. } => !failure.is_permanent(),
             Self::Timeout(_)
+            | Self::Redirected { .. }
             | Self::Pool { .. }
             | Self::Replicas { .. }
             | Self::Quorum(_)
@@ -154,6 +166,12 @@ impl OpError {
         match self {
             Self::Redis(source) => LockError::Redis { key, op, source },
             Self::Timeout(timeout) => LockError::Timeout { key, op, timeout },
+            Self::Redirected { timeout, last, .. } => LockError::Redirected {
+                key,
+                op,
+                timeout,
+                last,
+            },
             Self::Connect { failure, detail } => LockError::Connection {
                 key,
                 op,
