@@ -242,6 +242,9 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     // released (push), while backoff keeps polling as the fallback.
     let mut subscription: Option<Subscription> = None;
     let presence = settings.retry.max() * 3 + settings.command_timeout;
+    // When the last attempt answered "busy" was sent: our place in a fair
+    // line lasts `presence` from no earlier than then.
+    let mut asked: Option<Instant> = None;
     let last = loop {
         // Armed before the attempt: a release published while it is in
         // flight still wakes us.
@@ -296,6 +299,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             }
             Ok(AcquireReply::Busy { pttl }) => {
                 pending.answered(false);
+                asked = Some(sent);
                 (Ok(()), pttl)
             }
             Err(e) => {
@@ -334,6 +338,46 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
         retries = retries.saturating_add(1);
         crate::wakeups::nap(sleep, woken).await;
+        // A fair release that handed us the lock: ours without asking.
+        let grant = subscription.as_ref().and_then(Subscription::grant);
+        if let (Some(grant), Some(asked)) = (grant, asked) {
+            let validity = core.backend().validity(presence);
+            let usable = p.renew
+                && core.backend().takes_grants()
+                && Instant::now() + MIN_ATTEMPT < asked + validity;
+            if usable {
+                pending.took();
+                tracing::debug!(
+                    target: "redlock",
+                    key = %keys.user,
+                    fence = grant.fence,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    retries,
+                    "lock handed over by the release"
+                );
+                let taken = Taken {
+                    keys,
+                    token,
+                    fence: grant.fence,
+                    ttl,
+                    // The lease is our presence in the line, counted from
+                    // no earlier than our last ask (see `FAIR_RELEASE`);
+                    // the watchdog renews it to `ttl` at once.
+                    sent: asked,
+                    renew: true,
+                    fair: true,
+                    labels,
+                    hold: p.hold_at_least.map(|min| Hold {
+                        at_ms: grant.at_ms,
+                        min,
+                    }),
+                };
+                let held = HeldLock::new(core.id(), taken, validity);
+                held.renew_now();
+                return Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)));
+            }
+            // Else the next ask finds the lock ours (the holder path).
+        }
     };
     // Dropped here: anything an attempt may hold is given back.
     drop(pending);

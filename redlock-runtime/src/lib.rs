@@ -68,7 +68,12 @@
 //!   (or a lease that ran out) never strands a waiter.
 //! - **Fair mode** ([`LockRequest::fair`]) serves waiters in arrival order
 //!   through a queue kept in Redis; the default is first-come-after-release,
-//!   which needs no queue.
+//!   which needs no queue. A fair release hands the lock to the first waiter
+//!   in the same script and tells it so (a grant): the waiter holds the
+//!   lock without another round trip, and the watchdog extends the lease
+//!   it was handed (what was left of its place in the line) to its ttl.
+//!   Fencing tokens stay in the order of tenure: the grant issues the next
+//!   one from the key's counter while no one else holds the lock.
 //! - **The watchdog**, one task per client, renews every held lock at least
 //!   every `ttl / 3`, batching all locks due together into one pipelined
 //!   round trip, and never after the lock's release was sent. When a renewal
@@ -343,7 +348,10 @@
 //! `.replicas(..)`, Redlock, a read/write lock's writer, a hash-tag group of
 //! a multi-lock and an idempotency record issue it in the acquire script
 //! instead, atomically with taking the lock; so does any attempt after one
-//! whose answer was lost (the script finds its own token and keeps it).
+//! whose answer was lost (the script finds its own token and keeps it). A
+//! fair release that hands the lock to the next waiter issues that
+//! waiter's token in the same script, as it sets the key to the waiter's
+//! owner token: the start of the waiter's tenure.
 //!
 //! **Why a token issued late is as good.** Tenures of one key do not
 //! overlap: each begins with the key set to its owner's token and ends

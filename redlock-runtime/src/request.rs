@@ -91,13 +91,20 @@ impl LockRequest {
     /// Serve waiters in arrival order (Redisson's FairLock).
     ///
     /// Waiters queue in Redis (a list beside the lock, with each waiter's
-    /// presence in a sorted set). The lock goes to the first live waiter, and
-    /// a release wakes exactly that waiter. A waiter keeps its place while it
+    /// presence in a sorted set). The lock goes to the first live waiter: a
+    /// release on Redis hands it over in the same script, issuing its
+    /// fencing token, and tells exactly that waiter, which holds it from
+    /// then on without asking again (its watchdog then renews the lease to
+    /// the ttl). Where writes must reach replicas (`.replicas(..)`), or for
+    /// a lock taken with `.renew(false)`, the waiter asks once more, and the
+    /// ask finds the lock its own. A waiter keeps its place while it
     /// keeps asking: it asks again on every wake-up and backoff step, and
     /// its place lasts three backoff ceilings plus one command timeout
     /// (1.1 s by default) after each ask. So a waiter that gives up (its wait
-    /// ran out) or is cancelled leaves the line at once, and one whose process
-    /// died leaves it within that time; neither blocks the line for longer.
+    /// ran out) or is cancelled leaves the line at once (a lock handed to it
+    /// meanwhile passes to the next waiter), and one whose process died
+    /// leaves it within that time (a lock handed to it lasts no longer);
+    /// neither blocks the line for longer.
     ///
     /// The default is **not** fair: the first to ask after a release wins.
     /// That needs no queue and is the fastest when locks are rarely

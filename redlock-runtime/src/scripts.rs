@@ -400,17 +400,49 @@ if ARGV[4] == '1' then return {1, fence, clock()} end
 return {1, fence}
 ";
 
-/// Fair release: deletes the lock if the token holds it and publishes the
-/// token first in line, which wakes exactly that waiter. (A dead waiter at
-/// the head is dropped by the next ask of any other waiter, which comes
-/// within its presence.)
+/// Fair release: hands the lock straight to the first live waiter in line,
+/// if there is one, else deletes it; either way only if the token holds it.
 ///
-/// `KEYS` lock, queue; `ARGV[1]` token. Returns 1 or 0.
-pub(crate) static FAIR_RELEASE: Lua = Lua::new(&[HELD, FAIR_RELEASE_BODY]);
+/// The hand-off (a grant) sets the lock to the waiter's token for what is
+/// left of the waiter's presence, takes it out of the line, issues the
+/// fencing token, and publishes `token ␟ fence ␟ now` (`␟` the waiter
+/// mark, byte 31, never in a token; `now` Redis's clock in ms). The waiter
+/// holds the lock from the message on, without asking again: one round
+/// trip less between two holders. Its watchdog then renews the lease to
+/// its ttl at once. A waiter that does not take the message (it polls, or
+/// it waits through replicas and must have the write acknowledged) finds
+/// the lock its own at its next ask ([`FAIR_ACQUIRE`]'s holder path); one
+/// that gave up or was cancelled gives it back (its give-back runs this
+/// script with its token, which grants the next waiter); one that died
+/// holds it until its presence would have run out, as long as a dead
+/// waiter blocked the line before. With no live waiter the release
+/// deletes the lock and publishes an empty message (waking a waiter of the
+/// key that does not queue).
+///
+/// Tokens of one key still increase in the order of tenure: the grant
+/// issues the next token from the key's counter while the lock is held by
+/// no one else, exactly as an acquire does.
+///
+/// `KEYS` lock, queue, waiters, fence; `ARGV[1]` token, `ARGV[2]` the
+/// fencing counter's retention (ms). Returns 1 or 0.
+pub(crate) static FAIR_RELEASE: Lua =
+    Lua::new(&[HELD, FAIR_PRELUDE, NEXT_FENCE, FAIR_RELEASE_BODY]);
 const FAIR_RELEASE_BODY: &str = r"
 if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = purge(KEYS[2], KEYS[3], now)
+if not head then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', KEYS[1], '')
+  return 1
+end
+local lease = tonumber(redis.call('ZSCORE', KEYS[3], head)) - now
+redis.call('LPOP', KEYS[2])
+redis.call('ZREM', KEYS[3], head)
+redis.call('SET', KEYS[1], head, 'PX', lease)
+local fence = next_fence(KEYS[4], ARGV[2], t)
+redis.call('PUBLISH', KEYS[1], string.format('%s\31%.0f\31%.0f', head, fence, now))
 return 1
 ";
 

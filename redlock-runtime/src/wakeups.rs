@@ -137,7 +137,42 @@ struct Channel {
     /// Wakes the channel's longest waiter (a plain release).
     notify: Arc<Notify>,
     /// Fair waiters by token: a fair release names the one to wake.
-    targets: HashMap<String, Arc<Notify>>,
+    targets: HashMap<String, Arc<Target>>,
+}
+
+/// A fair waiter as the subscriber knows it: woken by name, and handed the
+/// lock when the release granted it (see [`Grant`]).
+#[derive(Debug, Default)]
+struct Target {
+    notify: Arc<Notify>,
+    grant: Mutex<Option<Grant>>,
+}
+
+/// A fair release that handed the lock to the first waiter in line: the
+/// lock is that waiter's from the release on (`FAIR_RELEASE` in
+/// `scripts.rs`), for what was left of its presence in the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The fencing token the release issued to it.
+    pub(crate) fence: u64,
+    /// When the release ran, on Redis's clock (ms).
+    pub(crate) at_ms: u64,
+}
+
+/// The token a grant message names and the grant (`token`, the waiter mark
+/// byte, the fencing token, the mark, Redis's clock in ms); `None` for any
+/// other message.
+fn parse_grant(message: &str) -> Option<(&str, Grant)> {
+    let mut parts = message.split(crate::scripts::WAITED_MARK);
+    let (token, fence, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let grant = Grant {
+        fence: fence.parse().ok()?,
+        at_ms: at_ms.parse().ok()?,
+    };
+    Some((token, grant))
 }
 
 impl Channel {
@@ -153,8 +188,16 @@ impl Channel {
             }
             return;
         }
+        if let Some((token, grant)) = parse_grant(named) {
+            if let Some(target) = self.targets.get(token) {
+                *target.grant.lock().unwrap_or_else(PoisonError::into_inner) = Some(grant);
+                target.notify.notify_one();
+            }
+            // Granted to a waiter of another client: nothing to wake here.
+            return;
+        }
         match self.targets.get(named) {
-            Some(target) => target.notify_one(),
+            Some(target) => target.notify.notify_one(),
             None => self.notify.notify_one(),
         }
     }
@@ -162,7 +205,7 @@ impl Channel {
     fn wake_all(&self) {
         self.notify.notify_waiters();
         for target in self.targets.values() {
-            target.notify_one();
+            target.notify.notify_one();
         }
     }
 }
@@ -231,7 +274,7 @@ impl Wakeups {
             Delivery::Local => false,
             Delivery::Subscriber(_) | Delivery::Following(_) | Delivery::Sharded(_) => true,
         };
-        let (notify, sink) = {
+        let (notify, named, sink) = {
             let mut state = self.inner.state();
             let entry = state
                 .channels
@@ -243,13 +286,16 @@ impl Wakeups {
                 });
             entry.watchers += 1;
             let first = entry.watchers == 1;
-            let notify = match target {
-                Some(token) => Arc::clone(
+            let named = target.map(|token| {
+                Arc::clone(
                     entry
                         .targets
                         .entry(token.to_owned())
-                        .or_insert_with(|| Arc::new(Notify::new())),
-                ),
+                        .or_insert_with(|| Arc::new(Target::default())),
+                )
+            });
+            let notify = match &named {
+                Some(named) => Arc::clone(&named.notify),
                 None => Arc::clone(&entry.notify),
             };
             if needs_subscriber && !state.running {
@@ -264,7 +310,7 @@ impl Wakeups {
                     }
                 }
             }
-            (notify, if first { state.sink.clone() } else { None })
+            (notify, named, if first { state.sink.clone() } else { None })
         };
         if let Some(mut sink) = sink {
             // Once subscribed, the next release of this key wakes us. When
@@ -276,6 +322,7 @@ impl Wakeups {
             inner: Arc::clone(&self.inner),
             channel: channel.to_owned(),
             target: target.map(str::to_owned),
+            named,
             notify,
         })
     }
@@ -310,10 +357,23 @@ pub(crate) struct Subscription {
     inner: Arc<Inner>,
     channel: String,
     target: Option<String>,
+    /// A fair waiter's entry: where a grant for it lands.
+    named: Option<Arc<Target>>,
     notify: Arc<Notify>,
 }
 
 impl Subscription {
+    /// The grant a fair release published for this waiter, if one came
+    /// (taken: it is returned once).
+    pub(crate) fn grant(&self) -> Option<Grant> {
+        self.named
+            .as_ref()?
+            .grant
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
     /// Fires on the next release published for the key.
     pub(crate) fn notify(&self) -> &Arc<Notify> {
         &self.notify
@@ -593,5 +653,36 @@ async fn closed_within(inner: &Inner, delay: Duration) -> bool {
     tokio::select! {
         () = inner.closed.notified() => true,
         () = tokio::time::sleep(delay) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Grant, parse_grant};
+
+    #[test]
+    fn a_grant_message_names_its_waiter_and_carries_token_and_clock() {
+        assert_eq!(
+            parse_grant("app:1:abc\u{1f}1764170000000123\u{1f}1764170000000"),
+            Some((
+                "app:1:abc",
+                Grant {
+                    fence: 1_764_170_000_000_123,
+                    at_ms: 1_764_170_000_000
+                }
+            ))
+        );
+        // A release that only names a waiter, or nobody; anything else.
+        for other in [
+            "app:1:abc",
+            "",
+            "*",
+            "*3",
+            "a\u{1f}1",
+            "a\u{1f}x\u{1f}1",
+            "a\u{1f}1\u{1f}2\u{1f}3",
+        ] {
+            assert_eq!(parse_grant(other), None, "{other:?}");
+        }
     }
 }

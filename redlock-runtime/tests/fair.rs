@@ -1,12 +1,18 @@
 //! Fair mode: arrival order, and waiters that give up or are cancelled
 //! never block the line for long, each scenario run in memory and on one
 //! Redis. (A waiter whose process dies: the harness crate's
-//! `tests/crash.rs`.)
+//! `tests/crash.rs`.) On Redis, a release hands the lock to the first
+//! waiter (a grant): the last tests here check the grant saves the waiter's
+//! round trip, and what becomes of a grant its waiter does not take.
 
 use std::time::Duration;
 
-use redlock_runtime::LockError;
-use redlock_tests::{Backend, Started, fair_waiter, wait_for_fair_waiters};
+use redis::AsyncCommands;
+use redlock_runtime::bb8_redis::{RedisConnectionManager, bb8};
+use redlock_runtime::{LockClient, LockError, RetryPolicy};
+use redlock_tests::{
+    Backend, FaultProxy, RedisServer, Started, fair_waiter, wait_for_fair_waiters,
+};
 use rstest::rstest;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -176,4 +182,230 @@ fn fair_waiters_are_served_in_arrival_order_and_give_up_cleanly(#[case] backend:
         }
         assert_eq!(order, vec![0, 2]);
     });
+}
+
+/// A client that waits with a fixed 2 s backoff and no wake-ups (built over
+/// a pool alone, it has no subscriber): it sees a grant only by asking, as
+/// a waiter of an earlier version does. Its place in a line lasts
+/// 3 × 2 s + 0.5 s.
+async fn polling_client(url: &str, name: &str) -> LockClient {
+    let manager = RedisConnectionManager::new(url).expect("manager");
+    let pool = bb8::Pool::builder()
+        .max_size(2)
+        .build(manager)
+        .await
+        .expect("pool");
+    LockClient::builder()
+        .pool(pool)
+        .client_name(name)
+        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+        .build()
+        .await
+        .expect("polling client")
+}
+
+/// Who holds `key` now, by client name.
+async fn holder_name(locks: &LockClient, key: &str) -> Option<String> {
+    locks
+        .inspect(key)
+        .await
+        .expect("inspect")
+        .holder
+        .and_then(|h| h.client_name)
+}
+
+/// The waiter's link is slow (500 ms each way): asking after the release's
+/// message would take three crossings (1.5 s), the grant takes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_the_first_waiter_without_another_ask() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let proxy = FaultProxy::start(server.addr()).await;
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let waiter_client = LockClient::builder()
+        .url(proxy.url())
+        .client_name("slow-link")
+        .command_timeout(Duration::from_secs(3))
+        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+        .build()
+        .await
+        .expect("waiter client");
+    let holder = holder_client
+        .lock("grant")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let before = holder.fencing_token().await.expect("holder's token");
+    let waiter = tokio::spawn(async move {
+        waiter_client
+            .lock("grant")
+            .fair()
+            .ttl(Duration::from_secs(20))
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    wait_for_fair_waiters(&url, "grant", 1).await;
+    // Its subscriber listens, and its asks are done (the next is 2 s away).
+    let mut redis = redlock_tests::raw_connection(&url).await;
+    let started = Instant::now();
+    loop {
+        let (_, subscribers): (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("lock:{grant}")
+            .query_async(&mut redis)
+            .await
+            .expect("PUBSUB NUMSUB");
+        if subscribers > 0 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "no subscriber");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_latency(Duration::from_millis(500));
+
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let guard = waiter
+        .await
+        .expect("task")
+        .expect("the waiter holds the lock");
+    let took = released.elapsed();
+    // One crossing (500 ms); two should an ask have been in flight; an ask
+    // after the message, three.
+    assert!(
+        took < Duration::from_millis(1250),
+        "the waiter took {took:?}: it asked again"
+    );
+    assert_eq!(
+        holder_name(&holder_client, "grant").await.as_deref(),
+        Some("slow-link")
+    );
+    let token = guard.fencing_token().await.expect("token");
+    assert!(token > before, "{token} after {before}");
+    // Granted for what was left of its place in the line (3 × 2 s + 3 s);
+    // its watchdog renews it to its ttl (20 s) at once.
+    let started = Instant::now();
+    loop {
+        let pttl: i64 = redis.pttl("lock:{grant}").await.expect("PTTL");
+        if pttl > 12_000 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the lease was not renewed to the ttl (pttl {pttl} ms)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.set_latency(Duration::ZERO);
+    guard.release().await.expect("release");
+}
+
+/// A waiter that does not take grants (it polls) finds the lock its own at
+/// its next ask; the line and the token are as if it had asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polling_waiter_finds_the_granted_lock_its_own_at_its_next_ask() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("poll")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let before = holder.fencing_token().await.expect("holder's token");
+    let polling = polling_client(&url, "poller").await;
+    let waiter = tokio::spawn(async move {
+        polling
+            .lock("poll")
+            .fair()
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    wait_for_fair_waiters(&url, "poll", 1).await;
+    holder.release().await.expect("release");
+    // Granted at once, though the waiter does not know yet.
+    assert_eq!(
+        holder_name(&holder_client, "poll").await.as_deref(),
+        Some("poller")
+    );
+    let info = holder_client.inspect("poll").await.expect("inspect");
+    assert_eq!(info.waiters, 0, "the grant took it out of the line");
+    let granted = info.fencing_token.expect("a token was issued");
+    assert!(granted > before);
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("found at its next ask (2 s backoff)")
+        .expect("task")
+        .expect("acquired");
+    assert_eq!(guard.fencing_token().await.expect("token"), granted);
+    guard.release().await.expect("release");
+    assert!(
+        !holder_client
+            .inspect("poll")
+            .await
+            .expect("inspect")
+            .is_held()
+    );
+}
+
+/// A grant to a waiter that is cancelled before it sees it goes to the
+/// next waiter at once (the cancelled waiter's give-back releases with its
+/// token, which grants the next), not after the cancelled one's place ran
+/// out (6.5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_to_a_cancelled_waiter_passes_to_the_next_at_once() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("pass")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let polling = polling_client(&url, "cancelled").await;
+    let cancelled = tokio::spawn(async move {
+        polling
+            .lock("pass")
+            .fair()
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    wait_for_fair_waiters(&url, "pass", 1).await;
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "pass",
+        Duration::from_secs(30),
+    );
+    wait_for_fair_waiters(&url, "pass", 2).await;
+    holder.release().await.expect("release");
+    assert_eq!(
+        holder_name(&holder_client, "pass").await.as_deref(),
+        Some("cancelled")
+    );
+    let granted = holder_client
+        .inspect("pass")
+        .await
+        .expect("inspect")
+        .fencing_token
+        .expect("issued");
+    cancelled.abort();
+    let aborted = Instant::now();
+    let guard = next.await.expect("task").expect("the next waiter");
+    let took = aborted.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the cancelled waiter's grant blocked the line for {took:?}"
+    );
+    assert!(guard.fencing_token().await.expect("token") > granted);
+    guard.release().await.expect("release");
+    let mut redis = redlock_tests::raw_connection(&url).await;
+    let len: usize = redis.llen("lock:{pass}:queue").await.expect("LLEN");
+    assert_eq!(len, 0, "no one left in line");
 }

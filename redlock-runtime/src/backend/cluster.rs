@@ -397,6 +397,11 @@ impl ClusterBackend {
         }
     }
 
+    /// Whether writes must reach replicas (`.replicas(..)`: `WAIT`).
+    pub(super) fn waits_for_replicas(&self) -> bool {
+        self.connect.replicas.is_some()
+    }
+
     routed_verbs!();
 
     /// Reads the slot map: every listed node that answers must be in

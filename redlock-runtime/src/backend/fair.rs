@@ -46,6 +46,8 @@ impl RedisBackend {
         Ok(acquire_reply(&reply))
     }
 
+    /// Releases a fair lock `token` holds, handing it to the first live
+    /// waiter in line (see [`scripts::FAIR_RELEASE`]).
     pub(super) async fn release_fair_on(
         &self,
         on: On,
@@ -53,16 +55,20 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        let queue = keys.queue();
+        let (queue, waiters) = (keys.queue(), keys.waiters());
+        let retention = self.fence_retention_ms;
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| {
-                let queue = &queue;
+                let (queue, waiters) = (&queue, &waiters);
                 async move {
                     scripts::FAIR_RELEASE
                         .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
+                        .key(waiters)
+                        .key(&keys.fence)
                         .arg(token)
+                        .arg(retention)
                         .invoke_async(&mut link.conn)
                         .await
                 }

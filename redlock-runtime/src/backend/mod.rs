@@ -180,6 +180,20 @@ impl Backend {
         !matches!(self, Self::Quorum(_))
     }
 
+    /// Whether a fair waiter takes a lock a release handed it (a grant
+    /// message, see [`crate::scripts::FAIR_RELEASE`]) without asking: not
+    /// where writes must reach replicas (`WAIT`): there it asks, and its
+    /// ask is acknowledged. Memory wakes its waiters without grants, and
+    /// Redlock has no fair mode.
+    pub(crate) fn takes_grants(&self) -> bool {
+        match self {
+            Self::Redis(b) => b.replicas.is_none(),
+            Self::Cluster(b) => !b.waits_for_replicas(),
+            Self::Sentinel(b) => !b.waits_for_replicas(),
+            Self::Memory(_) | Self::Quorum(_) => false,
+        }
+    }
+
     /// How long after an acquire or renewal was sent the lock may be
     /// presumed held: the ttl, less Redlock's clock-drift allowance.
     pub(crate) fn validity(&self, ttl: Duration) -> Duration {

@@ -89,6 +89,11 @@ fn primary_gone(e: &OpError) -> bool {
 }
 
 impl SentinelBackend {
+    /// Whether writes must reach replicas (`.replicas(..)`: `WAIT`).
+    pub(super) fn waits_for_replicas(&self) -> bool {
+        self.connect.replicas.is_some()
+    }
+
     /// Without `follow_announcements`, no `+switch-master` watcher starts:
     /// failovers are found by asking again on errors only.
     pub(crate) fn new(
