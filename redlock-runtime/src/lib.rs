@@ -73,7 +73,11 @@
 //!   lock without another round trip, and the watchdog extends the lease
 //!   it was handed (what was left of its place in the line) to its ttl.
 //!   Fencing tokens stay in the order of tenure: the grant issues the next
-//!   one from the key's counter while no one else holds the lock.
+//!   one from the key's counter while no one else holds the lock. A waiter
+//!   that does not read grants (one of an earlier version of this crate,
+//!   one that polls) finds the lock its own at its next ask;
+//!   `tests/fair.rs` checks the saved round trip, that case, and grants to
+//!   waiters that left.
 //! - **The watchdog**, one task per client, renews every held lock at least
 //!   every `ttl / 3`, batching all locks due together into one pipelined
 //!   round trip, and never after the lock's release was sent. When a renewal

@@ -413,7 +413,8 @@ return {1, fence}
 /// it waits through replicas and must have the write acknowledged) finds
 /// the lock its own at its next ask ([`FAIR_ACQUIRE`]'s holder path); one
 /// that gave up or was cancelled gives it back (its give-back runs this
-/// script with its token, which grants the next waiter); one that died
+/// script with its token, then [`FAIR_LEAVE`], either of which grants the
+/// next waiter: the latter when the grant raced the give-back); one that died
 /// holds it until its presence would have run out, as long as a dead
 /// waiter blocked the line before. With no live waiter the release
 /// deletes the lock and publishes an empty message (waking a waiter of the
@@ -425,38 +426,65 @@ return {1, fence}
 ///
 /// `KEYS` lock, queue, waiters, fence; `ARGV[1]` token, `ARGV[2]` the
 /// fencing counter's retention (ms). Returns 1 or 0.
-pub(crate) static FAIR_RELEASE: Lua =
-    Lua::new(&[HELD, FAIR_PRELUDE, NEXT_FENCE, FAIR_RELEASE_BODY]);
+pub(crate) static FAIR_RELEASE: Lua = Lua::new(&[
+    HELD,
+    FAIR_PRELUDE,
+    NEXT_FENCE,
+    FAIR_HAND_OVER,
+    FAIR_RELEASE_BODY,
+]);
 const FAIR_RELEASE_BODY: &str = r"
 if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = purge(KEYS[2], KEYS[3], now)
-if not head then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1], '')
-  return 1
-end
-local lease = tonumber(redis.call('ZSCORE', KEYS[3], head)) - now
-redis.call('LPOP', KEYS[2])
-redis.call('ZREM', KEYS[3], head)
-redis.call('SET', KEYS[1], head, 'PX', lease)
-local fence = next_fence(KEYS[4], ARGV[2], t)
-redis.call('PUBLISH', KEYS[1], string.format('%s\31%.0f\31%.0f', head, fence, now))
+hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 return 1
 ";
 
-/// A fair waiter gives up: leaves the queue, and if that frees the line for
-/// the next waiter while the lock is free, wakes it.
+/// Lua: `hand_over(key, queue, waiters, counter, retention)` (after
+/// [`FAIR_PRELUDE`] and [`NEXT_FENCE`]): the lock `key`, which its holder
+/// gives up, goes to the first live waiter in line (a grant, see
+/// [`FAIR_RELEASE`]); with no live waiter it is deleted.
+const FAIR_HAND_OVER: &str = r"
+local function hand_over(key, queue, waiters, counter, retention)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local head = purge(queue, waiters, now)
+  if not head then
+    redis.call('DEL', key)
+    redis.call('PUBLISH', key, '')
+    return
+  end
+  local lease = tonumber(redis.call('ZSCORE', waiters, head)) - now
+  redis.call('LPOP', queue)
+  redis.call('ZREM', waiters, head)
+  redis.call('SET', key, head, 'PX', lease)
+  local fence = next_fence(counter, retention, t)
+  redis.call('PUBLISH', key, string.format('%s\31%.0f\31%.0f', head, fence, now))
+end
+";
+
+/// A fair waiter gives up (its wait ran out, it was cancelled): leaves the
+/// line. If a release granted it the lock as it left (see
+/// [`FAIR_RELEASE`]), the lock goes on to the next waiter, as its release
+/// would; if the lock is free, the next waiter is woken.
 ///
-/// `KEYS` lock, queue, waiters; `ARGV[1]` token. Returns 1.
-pub(crate) static FAIR_LEAVE: Lua = Lua::new(&[FAIR_PRELUDE, FAIR_LEAVE_BODY]);
+/// `KEYS` lock, queue, waiters, fence; `ARGV[1]` token, `ARGV[2]` the
+/// fencing counter's retention (ms). Returns 1.
+pub(crate) static FAIR_LEAVE: Lua = Lua::new(&[
+    HELD,
+    FAIR_PRELUDE,
+    NEXT_FENCE,
+    FAIR_HAND_OVER,
+    FAIR_LEAVE_BODY,
+]);
 const FAIR_LEAVE_BODY: &str = r"
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local v = redis.call('GET', KEYS[1])
+if not v then
   local head = purge(KEYS[2], KEYS[3], clock())
   if head then redis.call('PUBLISH', KEYS[1], head) end
+elseif held(v, ARGV[1]) then
+  hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 end
 return 1
 ";

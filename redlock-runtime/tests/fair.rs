@@ -409,3 +409,64 @@ async fn a_grant_to_a_cancelled_waiter_passes_to_the_next_at_once() {
     let len: usize = redis.llen("lock:{pass}:queue").await.expect("LLEN");
     assert_eq!(len, 0, "no one left in line");
 }
+
+/// A give-back races the grant: the waiter's release found nothing yet
+/// (the lock was still the holder's), then the holder's release granted
+/// it the lock, then its leave ran. The leave passes the lock on to the
+/// next waiter, not leaving it held by no one until the place runs out.
+/// (The leave is run here by hand, between the grant and the waiter's
+/// next ask, to pin that order.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leave_that_races_a_grant_passes_the_lock_on() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let holder_client = LockClient::connect(&url).await.expect("connect");
+    let holder = holder_client
+        .lock("race")
+        .fair()
+        .acquire()
+        .await
+        .expect("holder");
+    let polling = polling_client(&url, "leaving").await;
+    let leaving = tokio::spawn(async move {
+        polling
+            .lock("race")
+            .fair()
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    wait_for_fair_waiters(&url, "race", 1).await;
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "race",
+        Duration::from_secs(30),
+    );
+    wait_for_fair_waiters(&url, "race", 2).await;
+    holder.release().await.expect("release");
+    let mut redis = redlock_tests::raw_connection(&url).await;
+    let granted_to: String = redis.get("lock:{race}").await.expect("GET");
+    assert_eq!(
+        holder_name(&holder_client, "race").await.as_deref(),
+        Some("leaving")
+    );
+    let left = Instant::now();
+    let _: i64 = redis::Script::new(&redlock_runtime::__private::fair_leave_lua())
+        .key("lock:{race}")
+        .key("lock:{race}:queue")
+        .key("lock:{race}:waiters")
+        .key("lock:{race}:fence")
+        .arg(&granted_to)
+        .arg(86_400_000)
+        .invoke_async(&mut redis)
+        .await
+        .expect("FAIR_LEAVE");
+    let guard = next.await.expect("task").expect("the next waiter");
+    assert!(
+        left.elapsed() < Duration::from_secs(2),
+        "the lock reached the next waiter {:?} after the leave",
+        left.elapsed()
+    );
+    leaving.abort();
+    guard.release().await.expect("release");
+}

@@ -59,6 +59,8 @@ struct Counters {
 
 struct Shared {
     stop: AtomicBool,
+    /// Every worker asks in fair mode (all clients of a key agree on it).
+    fair: bool,
     store: Mutex<FencedStore>,
     sections: Mutex<Vec<Section>>,
     counters: Counters,
@@ -107,9 +109,10 @@ struct Soak {
 }
 
 impl Soak {
-    fn start(clients: &[LockClient], seed: u64) -> Soak {
+    fn start(clients: &[LockClient], seed: u64, fair: bool) -> Soak {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
+            fair,
             store: Mutex::default(),
             sections: Mutex::default(),
             counters: Counters::default(),
@@ -215,6 +218,7 @@ async fn worker(client: LockClient, shared: Arc<Shared>, seed: u64) {
     while !shared.stop.load(Ordering::Relaxed) {
         let work = Duration::from_millis(rng.u64(2..25));
         let request = client.lock(KEY).ttl(TTL).wait(Duration::from_millis(400));
+        let request = if shared.fair { request.fair() } else { request };
         match rng.u8(0..4) {
             // Plain: acquire, work, release.
             0 => match request.acquire().await {
@@ -316,7 +320,7 @@ fn fenced_client(url: &str) -> LockClient {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_with_aof_always() {
-    soak_aof_always("one Redis, AOF always", 1, |url| {
+    soak_aof_always("one Redis, AOF always", 1, false, |url| {
         vec![client(url), client(url)]
     })
     .await;
@@ -326,13 +330,26 @@ async fn soak_one_redis_with_aof_always() {
 async fn soak_one_redis_with_coalesced_fenced_calls() {
     // All six workers on one fenced client: their acquires and releases
     // go out in batches while the faults hit.
-    let clients = soak_aof_always("one Redis, AOF always, coalesced fenced calls", 4, |url| {
-        vec![fenced_client(url)]
-    })
+    let clients = soak_aof_always(
+        "one Redis, AOF always, coalesced fenced calls",
+        4,
+        false,
+        |url| vec![fenced_client(url)],
+    )
     .await;
     let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
     println!("coalesced: {batches} batches of {calls} calls");
     assert!(batches > 0, "the soak's calls were coalesced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_fair_with_aof_always() {
+    // Every release hands the lock to the next waiter in line (a grant),
+    // while acquires are cut short around it and the faults hit.
+    soak_aof_always("one Redis, AOF always, fair", 6, true, |url| {
+        vec![client(url), client(url)]
+    })
+    .await;
 }
 
 /// The soak on one Redis with an AOF fsynced on every write (the lock
@@ -341,13 +358,14 @@ async fn soak_one_redis_with_coalesced_fenced_calls() {
 async fn soak_aof_always(
     name: &str,
     seed: u64,
+    fair: bool,
     clients: impl FnOnce(&str) -> Vec<LockClient>,
 ) -> Vec<LockClient> {
     let mut server =
         RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
     let proxy = FaultProxy::start(server.addr()).await;
     let clients = clients(&proxy.url());
-    let soak = Soak::start(&clients, seed);
+    let soak = Soak::start(&clients, seed, fair);
     let mut rng = fastrand::Rng::with_seed(seed * 11);
     let mut faults = 0;
     while soak.running() {
@@ -372,7 +390,7 @@ async fn soak_aof_always(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
-    soak_restarts("one Redis, restarts empty and from RDB", 2, |url| {
+    soak_restarts("one Redis, restarts empty and from RDB", 2, false, |url| {
         vec![client(url), client(url)]
     })
     .await;
@@ -385,12 +403,26 @@ async fn soak_one_redis_restarting_with_coalesced_fenced_calls() {
     let clients = soak_restarts(
         "one Redis, restarts empty and from RDB, coalesced fenced calls",
         5,
+        false,
         |url| vec![fenced_client(url)],
     )
     .await;
     let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
     println!("coalesced: {batches} batches of {calls} calls");
     assert!(batches > 0, "the soak's calls were coalesced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_redis_fair_restarting_empty_or_from_a_snapshot() {
+    // Grants issue fencing tokens too: they must still increase across
+    // restarts empty and rollbacks to a snapshot.
+    soak_restarts(
+        "one Redis, restarts empty and from RDB, fair",
+        7,
+        true,
+        |url| vec![client(url), client(url)],
+    )
+    .await;
 }
 
 /// The soak on one Redis that restarts empty or from its last RDB
@@ -400,12 +432,13 @@ async fn soak_one_redis_restarting_with_coalesced_fenced_calls() {
 async fn soak_restarts(
     name: &str,
     seed: u64,
+    fair: bool,
     clients: impl FnOnce(&str) -> Vec<LockClient>,
 ) -> Vec<LockClient> {
     let mut server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
     let clients = clients(&proxy.url());
-    let soak = Soak::start(&clients, seed);
+    let soak = Soak::start(&clients, seed, fair);
     let mut rng = fastrand::Rng::with_seed(seed * 11);
     let mut faults = 0;
     while soak.running() {
@@ -440,7 +473,7 @@ async fn soak_primary_with_an_acknowledging_replica() {
         client_with(&proxy.url(), true),
         client_with(&proxy.url(), true),
     ];
-    let soak = Soak::start(&clients, 3);
+    let soak = Soak::start(&clients, 3, false);
     let mut rng = fastrand::Rng::with_seed(33);
     let mut faults = 0;
     while soak.running() {
@@ -496,7 +529,7 @@ async fn soak_redlock_five_nodes() {
             .expect("client")
     };
     let clients = [redlock(), redlock(), redlock()];
-    let soak = Soak::start(&clients, 4);
+    let soak = Soak::start(&clients, 4, false);
     // At most two nodes down or paused at a time.
     let mut state = [NodeState::Up; 5];
     let mut rng = fastrand::Rng::with_seed(44);
@@ -538,6 +571,19 @@ async fn soak_redlock_five_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_cluster_with_slot_moves_and_paused_masters() {
+    soak_cluster("cluster, slot moves and paused masters", 5, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_cluster_fair_with_slot_moves_and_paused_masters() {
+    // Grants (with their sharded publish) while the lock, its line and its
+    // counter move between masters.
+    soak_cluster("cluster, slot moves and paused masters, fair", 8, true).await;
+}
+
+/// The soak on a three-master cluster: the lock's slot moves whole or
+/// half-way at a time, and its master pauses.
+async fn soak_cluster(name: &str, seed: u64, fair: bool) {
     let cluster = RedisCluster::start(3, 0).await;
     let urls = cluster.urls();
     let client = || {
@@ -554,8 +600,8 @@ async fn soak_cluster_with_slot_moves_and_paused_masters() {
     };
     let clients = [client(), client()];
     let slot = cluster.slot_of(&format!("lock:{{{KEY}}}")).await;
-    let soak = Soak::start(&clients, 5);
-    let mut rng = fastrand::Rng::with_seed(55);
+    let soak = Soak::start(&clients, seed, fair);
+    let mut rng = fastrand::Rng::with_seed(seed * 11);
     let mut faults = 0;
     while soak.running() {
         tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
@@ -590,11 +636,5 @@ async fn soak_cluster_with_slot_moves_and_paused_masters() {
     }
     // The key can only be on the master that serves its slot now.
     let owner = cluster.node(cluster.master_of_slot(slot).await).url();
-    soak.finish(
-        "cluster, slot moves and paused masters",
-        faults,
-        true,
-        &[owner],
-    )
-    .await;
+    soak.finish(name, faults, true, &[owner]).await;
 }

@@ -77,6 +77,8 @@ impl RedisBackend {
         Ok(done == 1)
     }
 
+    /// Takes `token` out of the line (see [`scripts::FAIR_LEAVE`]): a lock
+    /// granted to it meanwhile goes on to the next waiter.
     pub(super) async fn leave_queue_on(
         &self,
         on: On,
@@ -85,6 +87,7 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<(), OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
+        let retention = self.fence_retention_ms;
         let _: i64 = self
             .run(on, Some(token), limit, |mut link| {
                 let (queue, waiters) = (&queue, &waiters);
@@ -94,7 +97,9 @@ impl RedisBackend {
                         .key(&keys.lock)
                         .key(queue)
                         .key(waiters)
+                        .key(&keys.fence)
                         .arg(token)
+                        .arg(retention)
                         .invoke_async(&mut link.conn)
                         .await
                 }

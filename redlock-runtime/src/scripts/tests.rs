@@ -143,8 +143,9 @@ fn problems(text: &str) -> Vec<String> {
 }
 
 /// The shared Lua functions whose first argument is a key.
-const HELPERS: [&str; 8] = [
+const HELPERS: [&str; 9] = [
     "mark_waited",
+    "hand_over",
     "next_fence",
     "next_fence_at",
     "purge",
