@@ -245,7 +245,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     // When the last attempt answered "busy" was sent: our place in a fair
     // line lasts `presence` from no earlier than then.
     let mut asked: Option<Instant> = None;
-    let last = loop {
+    let got = loop {
         // Armed before the attempt: a release published while it is in
         // flight still wakes us.
         let mut woken = subscription.as_ref().map(Subscription::armed);
@@ -271,31 +271,13 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         let attempt = core.backend().acquire(&request, limit).await;
         let (result, pttl) = match attempt {
             Ok(AcquireReply::Acquired { fence, at_ms }) => {
-                pending.took();
-                tracing::debug!(
-                    target: "redlock",
-                    key = %keys.user,
+                break Got {
                     fence,
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    retries,
-                    "lock acquired"
-                );
-                let taken = Taken {
-                    keys,
-                    token,
-                    fence,
-                    ttl,
                     sent,
-                    renew: p.renew,
-                    fair: p.fair,
-                    labels,
-                    hold: p
-                        .hold_at_least
-                        .zip(at_ms)
-                        .map(|(min, at_ms)| Hold { at_ms, min }),
+                    validity: core.backend().validity(ttl),
+                    at_ms,
+                    handed_over: false,
                 };
-                let held = HeldLock::new(core.id(), taken, core.backend().validity(ttl));
-                return Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)));
             }
             Ok(AcquireReply::Busy { pttl }) => {
                 pending.answered(false);
@@ -305,7 +287,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             Err(e) => {
                 pending.answered(e.outcome_unknown());
                 if !e.is_transient() {
-                    break Err(e);
+                    return Err(e.into_lock_error(&keys.user, Operation::Acquire));
                 }
                 tracing::debug!(target: "redlock", key = %keys.user, error = %e, "acquire attempt failed");
                 (Err(e), None)
@@ -313,7 +295,12 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            break result;
+            // `pending` is dropped on return: anything an attempt may hold
+            // is given back.
+            return match result {
+                Ok(()) => Ok(Outcome::Busy),
+                Err(e) => Err(e.into_lock_error(&keys.user, Operation::Acquire)),
+            };
         }
         if retries == 0 {
             tracing::debug!(target: "redlock", key = %keys.user, wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
@@ -346,43 +333,62 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                 && core.backend().takes_grants()
                 && Instant::now() + MIN_ATTEMPT < asked + validity;
             if usable {
-                pending.took();
-                tracing::debug!(
-                    target: "redlock",
-                    key = %keys.user,
-                    fence = grant.fence,
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    retries,
-                    "lock handed over by the release"
-                );
-                let taken = Taken {
-                    keys,
-                    token,
+                // The lease is our presence in the line, counted from no
+                // earlier than our last ask (see `FAIR_RELEASE`); the
+                // watchdog renews it to `ttl` at once.
+                break Got {
                     fence: grant.fence,
-                    ttl,
-                    // The lease is our presence in the line, counted from
-                    // no earlier than our last ask (see `FAIR_RELEASE`);
-                    // the watchdog renews it to `ttl` at once.
                     sent: asked,
-                    renew: true,
-                    fair: true,
-                    labels,
-                    hold: p.hold_at_least.map(|min| Hold {
-                        at_ms: grant.at_ms,
-                        min,
-                    }),
+                    validity,
+                    at_ms: Some(grant.at_ms),
+                    handed_over: true,
                 };
-                let held = HeldLock::new(core.id(), taken, validity);
-                held.renew_now();
-                return Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)));
             }
             // Else the next ask finds the lock ours (the holder path).
         }
     };
-    // Dropped here: anything an attempt may hold is given back.
-    drop(pending);
-    match last {
-        Ok(()) => Ok(Outcome::Busy),
-        Err(e) => Err(e.into_lock_error(&keys.user, Operation::Acquire)),
+    pending.took();
+    tracing::debug!(
+        target: "redlock",
+        key = %keys.user,
+        fence = got.fence,
+        waited_ms = started.elapsed().as_millis() as u64,
+        retries,
+        handed_over = got.handed_over,
+        "lock acquired"
+    );
+    let taken = Taken {
+        keys,
+        token,
+        fence: got.fence,
+        ttl,
+        sent: got.sent,
+        renew: p.renew,
+        fair: p.fair,
+        labels,
+        hold: p
+            .hold_at_least
+            .zip(got.at_ms)
+            .map(|(min, at_ms)| Hold { at_ms, min }),
+    };
+    let held = HeldLock::new(core.id(), taken, got.validity);
+    if got.handed_over {
+        held.renew_now();
     }
+    Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)))
+}
+
+/// How the attempts got the lock.
+struct Got {
+    /// The fencing token issued with it (0: not yet).
+    fence: u64,
+    /// When the command that gave it was sent: the lease's start.
+    sent: Instant,
+    /// How long from `sent` the lease lasts.
+    validity: Duration,
+    /// When it was taken, on the store's clock (ms), if known.
+    at_ms: Option<u64>,
+    /// A fair release handed it over: its lease is what was left of our
+    /// place in the line, not the ttl, until the watchdog renews it.
+    handed_over: bool,
 }

@@ -61,6 +61,21 @@ async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("raw connection")
 }
 
+/// A lock key on the first master, its slot, and another master to move
+/// the slot to.
+async fn key_to_move(cluster: &RedisCluster, stem: &str) -> (String, u16, usize) {
+    let from = cluster.master_indices().await[0];
+    let key = key_on(cluster, from, stem).await;
+    let slot = cluster.slot_of(&stored(&key)).await;
+    let to = cluster
+        .master_indices()
+        .await
+        .into_iter()
+        .find(|&m| m != from)
+        .expect("another master");
+    (key, slot, to)
+}
+
 /// A third client trying the key every 20 ms until `stop`: counts the times
 /// it got the lock (which must stay zero).
 fn intruder(locks: LockClient, key: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
@@ -85,15 +100,7 @@ async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited() {
     let holder = LockClient::cluster(urls.clone()).await.expect("holder");
     let waiter_client = slow_backoff(urls.clone()).await;
     let other = LockClient::cluster(urls.clone()).await.expect("intruder");
-    let from = cluster.master_indices().await[0];
-    let key = key_on(&cluster, from, "moving").await;
-    let slot = cluster.slot_of(&stored(&key)).await;
-    let to = cluster
-        .master_indices()
-        .await
-        .into_iter()
-        .find(|&m| m != from)
-        .expect("another master");
+    let (key, slot, to) = key_to_move(&cluster, "moving").await;
 
     // A short ttl: the watchdog renews every ~330 ms, many times during the move.
     let guard = holder
@@ -182,15 +189,7 @@ async fn a_token_asked_for_during_a_split_move_retries_tryagain_within_its_timeo
         .build()
         .await
         .expect("client");
-    let from = cluster.master_indices().await[0];
-    let key = key_on(&cluster, from, "split").await;
-    let slot = cluster.slot_of(&stored(&key)).await;
-    let to = cluster
-        .master_indices()
-        .await
-        .into_iter()
-        .find(|&m| m != from)
-        .expect("another master");
+    let (key, slot, to) = key_to_move(&cluster, "split").await;
     // A plain acquire: the counter does not exist yet.
     let guard = locks.lock(key.clone()).acquire().await.expect("acquire");
     let migration = cluster.begin_migration(slot, to).await;
@@ -222,6 +221,18 @@ async fn a_token_asked_for_during_a_split_move_retries_tryagain_within_its_timeo
         .expect("free after the release");
 }
 
+/// `waiter`, checked to be still waiting: it panics with the waiter's end
+/// (`when` says what it gave up on) if it is not.
+async fn still_waiting<T: std::fmt::Debug>(
+    waiter: tokio::task::JoinHandle<T>,
+    when: &str,
+) -> tokio::task::JoinHandle<T> {
+    if waiter.is_finished() {
+        panic!("the waiter gave up {when}: {:?}", waiter.await);
+    }
+    waiter
+}
+
 /// A migration begun at the source (`MIGRATING` before the destination is
 /// `IMPORTING`) sends a call for a key the source lacks back and forth: `ASK`
 /// to the destination, `MOVED` back; once the destination imports, the
@@ -234,15 +245,7 @@ async fn a_waiter_rides_out_a_slot_that_bounces_between_source_and_destination()
     logs();
     let cluster = RedisCluster::start(3, 0).await;
     let locks = LockClient::cluster(cluster.urls()).await.expect("client");
-    let from = cluster.master_indices().await[0];
-    let key = key_on(&cluster, from, "bounce").await;
-    let slot = cluster.slot_of(&stored(&key)).await;
-    let to = cluster
-        .master_indices()
-        .await
-        .into_iter()
-        .find(|&m| m != from)
-        .expect("another master");
+    let (key, slot, to) = key_to_move(&cluster, "bounce").await;
     let migration = cluster.begin_migration_from_source(slot, to).await;
 
     // Without a wait: the typed, transient error, after the command timeout.
@@ -280,22 +283,14 @@ async fn a_waiter_rides_out_a_slot_that_bounces_between_source_and_destination()
         })
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the waiter gave up on a redirection: {:?}",
-        waiter.await
-    );
+    let waiter = still_waiting(waiter, "on a redirection").await;
     // Once the destination imports the slot, an acquire script (the lock's
     // two keys, neither there) gets `ASK` from the source and `TRYAGAIN`
     // from the destination until the migration ends; an attempt ends on
     // either. This is what CI saw: the `ASK` ended a 60 s wait.
     migration.import(&cluster).await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the waiter gave up while the slot was being imported: {:?}",
-        waiter.await
-    );
+    let waiter = still_waiting(waiter, "while the slot was being imported").await;
     // ...and it gets the lock once the slot has moved.
     migration.finish(&cluster).await;
     let guard = tokio::time::timeout(Duration::from_secs(20), waiter)

@@ -353,6 +353,41 @@ async fn a_polling_waiter_finds_the_granted_lock_its_own_at_its_next_ask() {
     );
 }
 
+/// Waiter handles: the first in line (it polls) and the next (woken).
+type Waiter = tokio::task::JoinHandle<Result<redlock_runtime::LockGuard, LockError>>;
+
+/// A line of two behind a holder of `key`: first a polling waiter on a
+/// client named `name`, then a woken one; then the holder's release, which
+/// grants the lock to the poller (checked), who does not know it yet.
+/// Returns a client to look with, the poller and the next waiter.
+async fn granted_to_a_poller(
+    url: &str,
+    key: &'static str,
+    name: &str,
+) -> (LockClient, Waiter, Waiter) {
+    let looking = LockClient::connect(url).await.expect("connect");
+    let holder = looking.lock(key).fair().acquire().await.expect("holder");
+    let polling = polling_client(url, name).await;
+    let poller = tokio::spawn(async move {
+        polling
+            .lock(key)
+            .fair()
+            .wait(Duration::from_secs(30))
+            .acquire()
+            .await
+    });
+    wait_for_fair_waiters(url, key, 1).await;
+    let next = fair_waiter(
+        LockClient::connect(url).await.expect("connect"),
+        key,
+        Duration::from_secs(30),
+    );
+    wait_for_fair_waiters(url, key, 2).await;
+    holder.release().await.expect("release");
+    assert_eq!(holder_name(&looking, key).await.as_deref(), Some(name));
+    (looking, poller, next)
+}
+
 /// A grant to a waiter that is cancelled before it sees it goes to the
 /// next waiter at once (the cancelled waiter's give-back releases with its
 /// token, which grants the next), not after the cancelled one's place ran
@@ -361,34 +396,7 @@ async fn a_polling_waiter_finds_the_granted_lock_its_own_at_its_next_ask() {
 async fn a_grant_to_a_cancelled_waiter_passes_to_the_next_at_once() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let holder_client = LockClient::connect(&url).await.expect("connect");
-    let holder = holder_client
-        .lock("pass")
-        .fair()
-        .acquire()
-        .await
-        .expect("holder");
-    let polling = polling_client(&url, "cancelled").await;
-    let cancelled = tokio::spawn(async move {
-        polling
-            .lock("pass")
-            .fair()
-            .wait(Duration::from_secs(30))
-            .acquire()
-            .await
-    });
-    wait_for_fair_waiters(&url, "pass", 1).await;
-    let next = fair_waiter(
-        LockClient::connect(&url).await.expect("connect"),
-        "pass",
-        Duration::from_secs(30),
-    );
-    wait_for_fair_waiters(&url, "pass", 2).await;
-    holder.release().await.expect("release");
-    assert_eq!(
-        holder_name(&holder_client, "pass").await.as_deref(),
-        Some("cancelled")
-    );
+    let (holder_client, cancelled, next) = granted_to_a_poller(&url, "pass", "cancelled").await;
     let granted = holder_client
         .inspect("pass")
         .await
@@ -420,36 +428,9 @@ async fn a_grant_to_a_cancelled_waiter_passes_to_the_next_at_once() {
 async fn a_leave_that_races_a_grant_passes_the_lock_on() {
     let server = RedisServer::start().await;
     let url = server.url();
-    let holder_client = LockClient::connect(&url).await.expect("connect");
-    let holder = holder_client
-        .lock("race")
-        .fair()
-        .acquire()
-        .await
-        .expect("holder");
-    let polling = polling_client(&url, "leaving").await;
-    let leaving = tokio::spawn(async move {
-        polling
-            .lock("race")
-            .fair()
-            .wait(Duration::from_secs(30))
-            .acquire()
-            .await
-    });
-    wait_for_fair_waiters(&url, "race", 1).await;
-    let next = fair_waiter(
-        LockClient::connect(&url).await.expect("connect"),
-        "race",
-        Duration::from_secs(30),
-    );
-    wait_for_fair_waiters(&url, "race", 2).await;
-    holder.release().await.expect("release");
+    let (_, leaving, next) = granted_to_a_poller(&url, "race", "leaving").await;
     let mut redis = redlock_tests::raw_connection(&url).await;
     let granted_to: String = redis.get("lock:{race}").await.expect("GET");
-    assert_eq!(
-        holder_name(&holder_client, "race").await.as_deref(),
-        Some("leaving")
-    );
     let left = Instant::now();
     let _: i64 = redis::Script::new(&redlock_runtime::__private::fair_leave_lua())
         .key("lock:{race}")
