@@ -79,7 +79,15 @@ async fn with_a_failover() -> Result<bool, Error> {
     let mut ok = true;
 
     println!("\n1. A takes {KEY} (ttl {TTL:?}), acknowledged by one replica");
-    let guard = a.lock(KEY).ttl(TTL).acquire().await?;
+    // With a wait: a replica that joined a moment ago may not acknowledge
+    // within 500 ms (CI saw `Replicas { acknowledged: 0 }` once); the acquire
+    // retries that shortfall (it gave the lock back) until the wait ends.
+    let guard = a
+        .lock(KEY)
+        .ttl(TTL)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await?;
     let token = guard.fencing_token().await?;
     let slot = cluster.slot_of(&format!("lock:{{{KEY}}}")).await;
     let master = cluster.master_of_slot(slot).await;
