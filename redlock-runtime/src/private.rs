@@ -31,9 +31,9 @@ pub fn acquire_lua() -> String {
 pub fn issue_fence_lua() -> String {
     crate::scripts::ISSUE_FENCE.text(crate::scripts::Publish::Plain)
 }
-/// The text of the script a fair waiter that gives up runs, as one Redis
-/// receives it (for the tests that run it after a release granted that
-/// waiter the lock, as a give-back racing the grant does).
+/// The text of the script a fair waiter that gives up runs (its
+/// give-back), as one Redis receives it (for the test that runs it after
+/// a release granted that waiter the lock).
 pub fn fair_leave_lua() -> String {
     crate::scripts::FAIR_LEAVE.text(crate::scripts::Publish::Plain)
 }

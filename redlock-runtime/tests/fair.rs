@@ -418,21 +418,21 @@ async fn a_grant_to_a_cancelled_waiter_passes_to_the_next_at_once() {
     assert_eq!(len, 0, "no one left in line");
 }
 
-/// A give-back races the grant: the waiter's release found nothing yet
-/// (the lock was still the holder's), then the holder's release granted
-/// it the lock, then its leave ran. The leave passes the lock on to the
-/// next waiter, not leaving it held by no one until the place runs out.
-/// (The leave is run here by hand, between the grant and the waiter's
-/// next ask, to pin that order.)
+/// A waiter leaves while a release has granted it the lock (its wait ran
+/// out, or it was cancelled, just as the grant landed): its give-back,
+/// `FAIR_LEAVE`, passes the lock on to the next waiter, rather than
+/// leaving it held by no one until the place runs out. (The leave is run
+/// here by hand, between the grant and the waiter's next ask, to pin that
+/// order.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leave_that_races_a_grant_passes_the_lock_on() {
+async fn a_waiter_that_leaves_holding_a_grant_passes_it_on() {
     let server = RedisServer::start().await;
     let url = server.url();
     let (_, leaving, next) = granted_to_a_poller(&url, "race", "leaving").await;
     let mut redis = redlock_tests::raw_connection(&url).await;
     let granted_to: String = redis.get("lock:{race}").await.expect("GET");
     let left = Instant::now();
-    let _: i64 = redis::Script::new(&redlock_runtime::__private::fair_leave_lua())
+    let held: i64 = redis::Script::new(&redlock_runtime::__private::fair_leave_lua())
         .key("lock:{race}")
         .key("lock:{race}:queue")
         .key("lock:{race}:waiters")
@@ -442,6 +442,7 @@ async fn a_leave_that_races_a_grant_passes_the_lock_on() {
         .invoke_async(&mut redis)
         .await
         .expect("FAIR_LEAVE");
+    assert_eq!(held, 1, "the leave found the lock granted to its waiter");
     let guard = next.await.expect("task").expect("the next waiter");
     assert!(
         left.elapsed() < Duration::from_secs(2),

@@ -55,13 +55,41 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        self.fair_end(&scripts::FAIR_RELEASE, on, keys, token, limit)
+            .await
+    }
+
+    /// Takes `token` out of the line and gives back a lock it holds, in one
+    /// step (see [`scripts::FAIR_LEAVE`]): whether it held the lock.
+    pub(super) async fn leave_queue_on(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.fair_end(&scripts::FAIR_LEAVE, on, keys, token, limit)
+            .await
+    }
+
+    /// Runs `script` (a fair release or leave: the lock, its line and its
+    /// counter as keys; the token and the counter's retention as
+    /// arguments); whether it answered 1.
+    async fn fair_end(
+        &self,
+        script: &scripts::Lua,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
         let retention = self.fence_retention_ms;
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| {
                 let (queue, waiters) = (&queue, &waiters);
                 async move {
-                    scripts::FAIR_RELEASE
+                    script
                         .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
@@ -75,36 +103,5 @@ impl RedisBackend {
             })
             .await?;
         Ok(done == 1)
-    }
-
-    /// Takes `token` out of the line (see [`scripts::FAIR_LEAVE`]): a lock
-    /// granted to it meanwhile goes on to the next waiter.
-    pub(super) async fn leave_queue_on(
-        &self,
-        on: On,
-        keys: &Keys,
-        token: &str,
-        limit: Duration,
-    ) -> Result<(), OpError> {
-        let (queue, waiters) = (keys.queue(), keys.waiters());
-        let retention = self.fence_retention_ms;
-        let _: i64 = self
-            .run(on, Some(token), limit, |mut link| {
-                let (queue, waiters) = (&queue, &waiters);
-                async move {
-                    scripts::FAIR_LEAVE
-                        .on(self.publish)
-                        .key(&keys.lock)
-                        .key(queue)
-                        .key(waiters)
-                        .key(&keys.fence)
-                        .arg(token)
-                        .arg(retention)
-                        .invoke_async(&mut link.conn)
-                        .await
-                }
-            })
-            .await?;
-        Ok(())
     }
 }

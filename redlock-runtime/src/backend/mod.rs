@@ -181,7 +181,7 @@ impl Backend {
     }
 
     /// Whether a fair waiter takes a lock a release handed it (a grant
-    /// message, see [`crate::scripts::FAIR_RELEASE`]) without asking: not
+    /// message, see `FAIR_RELEASE` in `scripts/fair.rs`) without asking: not
     /// where writes must reach replicas (`WAIT`): there it asks, and its
     /// ask is acknowledged. Memory wakes its waiters without grants, and
     /// Redlock has no fair mode.

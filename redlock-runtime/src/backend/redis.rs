@@ -297,9 +297,9 @@ impl RedisBackend {
         // must land after it.
         self.settled(on, token, limit).await?;
         if fair {
-            let released = self.release_fair_on(on, keys, token, limit).await?;
-            self.leave_queue_on(on, keys, token, limit).await?;
-            Ok(released)
+            // One step: a release granted to this token as it left (its
+            // place was first in line) is handed on as well.
+            self.leave_queue_on(on, keys, token, limit).await
         } else {
             self.release_on(on, keys, token, 0, limit).await
         }
