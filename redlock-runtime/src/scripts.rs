@@ -162,8 +162,9 @@ end
 /// (after [`NEXT_FENCE`] and [`HELD`]; the clock as `clock_us` gives it): takes the
 /// lock `key` for
 /// `token` with a lease of `ttl` ms and issues its fencing token from
-/// `counter`; returns `{1, fence}`, or `{0, pttl}` when another owner holds
-/// it. When the lock already holds `token` (an earlier attempt of this
+/// `counter`; returns two values, `1, fence`, or `0, pttl` when another
+/// owner holds it (two values, not a table: the batch answers each
+/// acquire with one number, and builds no table it would throw away). When the lock already holds `token` (an earlier attempt of this
 /// same acquire got through but its answer was lost) the lease is reset
 /// and a new token issued (the earlier attempt may have been a plain `SET
 /// NX`, which issued none), so a retried acquire never locks itself out
@@ -179,7 +180,7 @@ end
 pub(crate) const ACQUIRE_STEP: &str = r"
 local function acquire_lock(key, counter, token, ttl, retention, now_us, now_text)
   if redis.call('SET', key, token, 'NX', 'PX', ttl) then
-    return {1, next_fence_at(counter, retention, now_us, now_text)}
+    return 1, next_fence_at(counter, retention, now_us, now_text)
   end
   local v = redis.call('GET', key)
   if held(v, token) then
@@ -187,10 +188,10 @@ local function acquire_lock(key, counter, token, ttl, retention, now_us, now_tex
     -- was lost): the counter may still hold the previous holder's token,
     -- so issue a new one, inside this tenure.
     redis.call('PEXPIRE', key, ttl)
-    return {1, next_fence_at(counter, retention, now_us, now_text)}
+    return 1, next_fence_at(counter, retention, now_us, now_text)
   end
   mark_waited(key, v)
-  return {0, redis.call('PTTL', key)}
+  return 0, redis.call('PTTL', key)
 end
 ";
 
@@ -237,9 +238,9 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local not_before = tonumber(ARGV[5])
 if not_before > now_ms then return {-4, not_before - now_ms} end
 local now_us, now_text = clock_us(t)
-local reply = acquire_lock(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], now_us, now_text)
-if reply[1] == 1 and ARGV[4] == '1' then reply[3] = now_ms end
-return reply
+local got, n = acquire_lock(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], now_us, now_text)
+if got == 1 and ARGV[4] == '1' then return {1, n, now_ms} end
+return {got, n}
 ";
 
 /// Issues the fencing token of a lock taken without one (a plain `SET
