@@ -164,7 +164,8 @@ end
 /// `token` with a lease of `ttl` ms and issues its fencing token from
 /// `counter`; returns two values, `1, fence`, or `0, pttl` when another
 /// owner holds it (two values, not a table: the batch answers each
-/// acquire with one number, and builds no table it would throw away). When the lock already holds `token` (an earlier attempt of this
+/// acquire with one number, and builds no table it would throw away).
+/// When the lock already holds `token` (an earlier attempt of this
 /// same acquire got through but its answer was lost) the lease is reset
 /// and a new token issued (the earlier attempt may have been a plain `SET
 /// NX`, which issued none), so a retried acquire never locks itself out
