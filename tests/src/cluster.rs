@@ -18,7 +18,10 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on [`RedisCluster::wait_ok`].
 const OK_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bound on a promoted replica reporting `role:master`.
-const FAILOVER_TIMEOUT: Duration = Duration::from_secs(15);
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+/// When a manual failover not yet done is asked for again: after Redis's own
+/// limit for one (`CLUSTER_MF_TIMEOUT`, 5 s) has passed.
+const MANUAL_FAILOVER_RETRY: Duration = Duration::from_secs(6);
 /// Keys moved per `MIGRATE`.
 const MIGRATE_BATCH: usize = 100;
 /// `MIGRATE`'s own timeout, in milliseconds.
@@ -304,9 +307,14 @@ impl RedisCluster {
     /// coordinated manual failover), waits until it reports `role:master`, then until
     /// the cluster is ok again ([`RedisCluster::wait_ok`]).
     ///
+    /// A manual failover that Redis gives up on (its master had not yet learnt, over
+    /// the cluster bus, that this node replicates it, so it ignored the request: the
+    /// replica logs "Manual failover timed out" after 5 s) is asked for again, until
+    /// the time limit.
+    ///
     /// # Panics
     ///
-    /// If the node is not a replica, refuses, or is not master within 15 s.
+    /// If the node is not a replica, refuses, or is not master within 30 s.
     pub async fn failover(&self, replica_index: usize) {
         let node = &self.nodes[replica_index];
         let role = self.role(replica_index).await;
@@ -318,11 +326,15 @@ impl RedisCluster {
         );
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("FAILOVER");
-        let () = query(&node.url(), &cmd)
-            .await
-            .unwrap_or_else(|e| panic!("failover: {e}\n{}", self.logs()));
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
+        let mut ask_again = Instant::now();
         loop {
+            if Instant::now() >= ask_again {
+                let () = query(&node.url(), &cmd)
+                    .await
+                    .unwrap_or_else(|e| panic!("failover: {e}\n{}", self.logs()));
+                ask_again = Instant::now() + MANUAL_FAILOVER_RETRY;
+            }
             if self.role(replica_index).await == "master" {
                 break;
             }
