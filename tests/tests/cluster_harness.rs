@@ -1,5 +1,6 @@
 //! Self-tests for the cluster harness, on real processes: the cluster forms, a moved
-//! slot takes its keys along (MOVED, and ASK half-way), and a replica takes over.
+//! slot takes its keys along (MOVED, and ASK half-way), and a replica takes over (also
+//! when Redis gave up on the first request for it).
 //!
 //! Clients here are plain connections that follow redirects by hand, so each test
 //! sees exactly which node answers what.
@@ -172,6 +173,24 @@ async fn a_slot_left_mid_migration_answers_ask_for_moved_keys() {
     cluster.wait_ok().await;
 }
 
+/// The node that replicates node `master` (its `INFO replication` names the master's
+/// port).
+async fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
+    let master_port = format!("master_port:{}", cluster.node(master).port());
+    let mut replica = None;
+    for (i, node) in cluster.nodes().iter().enumerate() {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut raw_connection(node.url()).await)
+            .await
+            .expect("INFO");
+        if info.lines().any(|l| l.trim() == master_port) {
+            replica = Some(i);
+        }
+    }
+    replica.expect("the master has a replica")
+}
+
 #[tokio::test]
 async fn a_replica_takes_over_its_masters_slots_with_failover() {
     let cluster = RedisCluster::start(3, 1).await;
@@ -189,19 +208,7 @@ async fn a_replica_takes_over_its_masters_slots_with_failover() {
         .await
         .expect("WAIT");
     assert_eq!(acked, 1, "the replica did not acknowledge the write");
-    let master_port = format!("master_port:{}", cluster.node(master).port());
-    let mut replica = None;
-    for (i, node) in cluster.nodes().iter().enumerate() {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut raw_connection(node.url()).await)
-            .await
-            .expect("INFO");
-        if info.lines().any(|l| l.trim() == master_port) {
-            replica = Some(i);
-        }
-    }
-    let replica = replica.expect("the master has a replica");
+    let replica = replica_of(&cluster, master).await;
 
     cluster.failover(replica).await;
 
@@ -234,5 +241,34 @@ async fn a_killed_master_is_replaced_and_rejoins_as_a_replica() {
     cluster.node_mut(master).restart_keeping_data().await;
     cluster.wait_ok().await;
     assert_eq!(cluster.master_of_slot(slot).await, successor);
+    assert!(!cluster.master_indices().await.contains(&master));
+}
+
+#[tokio::test]
+async fn a_manual_failover_that_redis_gave_up_on_is_asked_for_again() {
+    // A long node timeout: the master's pause below must not set off an automatic
+    // failover, which would promote the replica without a second request.
+    let cluster = RedisCluster::start_with_args(3, 1, &["--cluster-node-timeout", "60000"]).await;
+    let slot = cluster.slot_of("harness:{again}").await;
+    let master = cluster.master_of_slot(slot).await;
+    let replica = replica_of(&cluster, master).await;
+
+    // The master sleeps through the first request, so the replica gives it up after
+    // Redis's 5 s; the master wakes before the harness asks again (at 6 s).
+    cluster.node(master).pause();
+    let resume = async {
+        tokio::time::sleep(std::time::Duration::from_millis(5_800)).await;
+        cluster.node(master).resume();
+    };
+    tokio::join!(cluster.failover(replica), resume);
+
+    let replica_log =
+        std::fs::read_to_string(cluster.node(replica).log_path()).expect("the replica's log");
+    assert!(
+        replica_log.contains("Manual failover timed out"),
+        "the first request was not given up on, so the second was not tested\n{}",
+        cluster.logs()
+    );
+    assert_eq!(cluster.master_of_slot(slot).await, replica);
     assert!(!cluster.master_indices().await.contains(&master));
 }
