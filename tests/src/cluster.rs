@@ -328,15 +328,17 @@ impl RedisCluster {
         cmd.arg("FAILOVER");
         let deadline = Instant::now() + FAILOVER_TIMEOUT;
         let mut ask_again = Instant::now();
-        loop {
+        // The role is read before each request: a node promoted since the last
+        // poll would refuse another `CLUSTER FAILOVER` (it is no replica now).
+        while self.role(replica_index).await != "master" {
             if Instant::now() >= ask_again {
-                let () = query(&node.url(), &cmd)
-                    .await
-                    .unwrap_or_else(|e| panic!("failover: {e}\n{}", self.logs()));
+                let asked: Result<(), _> = query(&node.url(), &cmd).await;
+                if let Err(e) = asked
+                    && self.role(replica_index).await != "master"
+                {
+                    panic!("failover: {e}\n{}", self.logs());
+                }
                 ask_again = Instant::now() + MANUAL_FAILOVER_RETRY;
-            }
-            if self.role(replica_index).await == "master" {
-                break;
             }
             if Instant::now() >= deadline {
                 panic!(

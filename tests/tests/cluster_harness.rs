@@ -253,20 +253,28 @@ async fn a_manual_failover_that_redis_gave_up_on_is_asked_for_again() {
     let master = cluster.master_of_slot(slot).await;
     let replica = replica_of(&cluster, master).await;
 
-    // The master sleeps through the first request, so the replica gives it up after
-    // Redis's 5 s; the master wakes before the harness asks again (at 6 s).
+    // The master sleeps through the first request, so the replica gives it up (after
+    // Redis's 5 s); the master wakes once the replica says so, and only a second
+    // request can promote the replica.
     cluster.node(master).pause();
+    let log = cluster.node(replica).log_path();
     let resume = async {
-        tokio::time::sleep(std::time::Duration::from_millis(5_800)).await;
+        let gave_up = async {
+            while !std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("Manual failover timed out")
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(20), gave_up).await;
         cluster.node(master).resume();
+        waited
     };
-    tokio::join!(cluster.failover(replica), resume);
-
-    let replica_log =
-        std::fs::read_to_string(cluster.node(replica).log_path()).expect("the replica's log");
+    let ((), gave_up) = tokio::join!(cluster.failover(replica), resume);
     assert!(
-        replica_log.contains("Manual failover timed out"),
-        "the first request was not given up on, so the second was not tested\n{}",
+        gave_up.is_ok(),
+        "the replica never gave up the first request, so the second was not tested\n{}",
         cluster.logs()
     );
     assert_eq!(cluster.master_of_slot(slot).await, replica);

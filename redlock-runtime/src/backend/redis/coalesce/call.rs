@@ -181,3 +181,38 @@ pub(super) fn timed_out() -> RedisError {
         "no answer to a batch of lock calls in time",
     ))
 }
+
+/// A fenced acquire's answer in a batch, one number (see
+/// [`scripts::BATCH`](crate::scripts::BATCH)), as the acquire script
+/// alone gives it: `{1, fence}` for a fence of at least 1, `{0, pttl}` for
+/// `-2 - pttl`. Anything else is passed on as it came, for the caller to
+/// reject.
+pub(super) fn widen_acquire(answer: Value) -> Value {
+    match answer {
+        Value::Int(fence) if fence >= 1 => Value::Array(vec![Value::Int(1), Value::Int(fence)]),
+        Value::Int(busy) if busy <= -1 => Value::Array(vec![Value::Int(0), Value::Int(-2 - busy)]),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batched_acquire_answer_reads_back_as_the_scripts() {
+        let wide = |v: i64| widen_acquire(Value::Int(v));
+        let pair = |a: i64, b: i64| Value::Array(vec![Value::Int(a), Value::Int(b)]);
+        assert_eq!(wide(1_795_735_049_029_780), pair(1, 1_795_735_049_029_780));
+        assert_eq!(wide(1), pair(1, 1));
+        // Busy: -2 - pttl, for a lease left, none left, and no expiry (-1).
+        assert_eq!(wide(-2 - 4_321), pair(0, 4_321));
+        assert_eq!(wide(-2), pair(0, 0));
+        assert_eq!(wide(-1), pair(0, -1));
+        assert_eq!(wide(i64::MIN), pair(0, i64::MAX - 1));
+        // Not a number the batch sends: passed on for the caller to reject.
+        assert_eq!(wide(0), Value::Int(0));
+        let text = Value::SimpleString("OK".into());
+        assert_eq!(widen_acquire(text.clone()), text);
+    }
+}
