@@ -23,6 +23,28 @@
 //! (whose every `redis.call` costs about as much as a command of its own)
 //! made slower, not faster, in the same measurements.
 //!
+//! What it does not reach: a fenced pair stays near 0.7 of rslock's plain
+//! pair at concurrency 32 (lockbench on 2 cores, 0.62 to 0.81 across runs).
+//! What holds it there, measured alternating builds (three runs each):
+//!
+//! - **Redis's time.** A batched fenced pair costs Redis 19 to 25 µs of CPU
+//!   against 11.5 to 14.5 for the plain pair: four `redis.call`s (take the
+//!   lock, issue the token, read and delete to release), each about 2 µs
+//!   inside a script beyond its own command, and, with locks per order id,
+//!   a new counter key per lock (about 5 µs: lockbench's `lua_fence`
+//!   against `lua_fence_node_counter`). Redis 7.0 has no compare-and-delete
+//!   or conditional write that would fold two of the four into one.
+//! - **The batches' own wait.** Each call waits for the batch ahead of it,
+//!   and a batch is answered only when its last call has run. A scratch
+//!   build whose batched acquire issued no token at all (not correct: it
+//!   only measures the rest) reached 0.73 to 0.80 of rslock, against 0.67
+//!   to 0.72 with the token.
+//! - **What did not help.** Smaller batches with more of them in flight (8
+//!   calls × 4, 12 × 4, 6 × 6, 4 × 8) cost Redis more per pair and were no
+//!   faster (0.53 to 0.78, against 0.71). Releases sent alone instead of in
+//!   the batches cost Redis more (22.7 to 26.1 µs per pair, against 19.1 to
+//!   25.0) and were slower (0.64 to 0.67, against 0.67 to 0.74).
+//!
 //! What it must not change, and how it does not:
 //!
 //! - **Each call is still one atomic step of its own lock.** A batch runs
