@@ -25,15 +25,17 @@
 //!
 //! What it does not reach: a fenced pair stays near 0.7 of rslock's plain
 //! pair at concurrency 32 (lockbench on 2 cores, 0.62 to 0.81 across runs).
-//! What holds it there, measured alternating builds (three runs each):
+//! What holds it there, measured alternating builds (two or three runs
+//! each):
 //!
 //! - **Redis's time.** A batched fenced pair costs Redis 19 to 25 µs of CPU
 //!   against 11.5 to 14.5 for the plain pair: four `redis.call`s (take the
 //!   lock, issue the token, read and delete to release), each about 2 µs
 //!   inside a script beyond its own command, and, with locks per order id,
-//!   a new counter key per lock (about 5 µs: lockbench's `lua_fence`
-//!   against `lua_fence_node_counter`). Redis 7.0 has no compare-and-delete
-//!   or conditional write that would fold two of the four into one.
+//!   a new counter key per lock (0.6 to 5.3 µs in five runs: lockbench's
+//!   `lua_fence` against `lua_fence_node_counter`). Redis 7.0 has no
+//!   compare-and-delete or conditional write that would fold two of the
+//!   four into one.
 //! - **The batches' own wait.** Each call waits for the batch ahead of it,
 //!   and a batch is answered only when its last call has run. A scratch
 //!   build whose batched acquire issued no token at all (not correct: it
