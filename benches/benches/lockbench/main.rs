@@ -89,6 +89,33 @@
 //! the other scenarios allocated. It prints a table per group
 //! ([`report`]), then one JSON line per measurement ([`json`]), then the
 //! issue's targets with PASS/MISS ([`targets`]). Progress goes to stderr.
+//!
+//! **How far one run can be trusted.** On a 2-core VM shared by the
+//! clients and Redis, one run's ratio between two clients that send the
+//! same commands still scatters by about ±15 %. `ours` and `rslock` send
+//! exactly the same two commands per pair (`SET NX PX`, then the
+//! compare-and-delete `EVALSHA`). Yet 26 runs of the uncontended group on
+//! 2026-11-27 (full runs and `--only uncontended` runs) put ours/rslock at
+//! concurrency 32 anywhere from 0.84 to 1.15: mean 0.97, standard
+//! deviation 0.085, 8 runs of 26 at 1.0 or more.
+//! - Redis's time per command moves with the machine's state as much as
+//!   with what is sent. In two runs minutes apart, `INFO commandstats`
+//!   gave `SET` 1.36 µs (ours) and 1.38 µs (rslock), `EVALSHA` 5.98 and
+//!   5.45 µs.
+//! - A pipe of 200,000 pairs with tokens of 20 to 90 bytes, sent to one
+//!   server by `redis-cli --pipe`, showed no ordered difference between
+//!   lengths.
+//!
+//! So never judge a PASS/MISS within that margin from one run:
+//! - judge it over several runs;
+//! - or alternate runs with the commit you compare against: a
+//!   `git worktree add` of it, built with its own `CARGO_TARGET_DIR`, then
+//!   `--only` the group in question, A, B, A, B.
+//!
+//! Fair mode's wait p99 moves the same way. On that day, in six alternated
+//! `--only contended` runs of each, it ranged from 23 to 59 ms at
+//! `28d7041`, and from 18 to 66 ms at `73d9068` (before the changes for
+//! fencing on first ask and inspection).
 
 mod baselines;
 mod candidates;
