@@ -47,6 +47,31 @@
 //! - **Release** and **extend** are Lua compare-then-act scripts: they act only
 //!   while the key still holds this owner's token, so a lock that expired and
 //!   passed to someone else is never deleted or extended by its old owner.
+//! - **A lost answer is not a lost lock.** A release whose answer does not
+//!   come back (the connection dies after the release was sent, a cluster
+//!   master fails over) is sent again, and the repeat finds the key gone
+//!   when the first one ran. So the end of a lease (a release, a dropped
+//!   guard, the end of a [`LockRequest::hold_at_least`], a permit, a
+//!   read/write or fair lock, each lock of a multi-lock) reads a "not the
+//!   owner" answer as a loss only when nothing was sent again after a send
+//!   whose outcome is unknown, or when the lease had already run out (or
+//!   been found lost) as this process knows it at the moment the release
+//!   went out. The argument: what a release reports is whether the lock
+//!   was held through the work done under it, which ended when the release
+//!   was sent. Until the lease's deadline (when the last confirmed
+//!   renewal was sent, plus the ttl less the clock-drift margin) Redis
+//!   cannot have expired the lease, so a release sent before it ends a
+//!   lock held throughout, whether the first send deleted the key or the
+//!   lease ran out while the answer was on its way. Assumed: Redis keeps
+//!   what it acknowledged (a restart that loses data, an unreplicated
+//!   failover or an operator's `DEL` during those milliseconds are not seen
+//!   by a repeat, as they are not seen by the watchdog until its next
+//!   renewal). An idempotency record's completion needs more than that (it
+//!   says whether the result was stored), and the record itself is its
+//!   evidence: the completed record names the owner that completed it, so
+//!   a repeat answers as the first did. `tests/last_reply.rs` loses the
+//!   answer of every kind of end, then cuts the connection, on one Redis
+//!   and on a Cluster.
 //! - **Waiting** is woken by the release itself: a waiter subscribes to a
 //!   channel named like the key (one subscriber connection per client), then
 //!   asks again with an attempt that, finding the lock busy, marks it as

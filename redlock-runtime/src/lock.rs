@@ -18,7 +18,7 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal};
+use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal, resend};
 use crate::error::{LockError, LostReason, Operation};
 use crate::telemetry::{self, Labels};
 
@@ -411,6 +411,11 @@ impl HeldLock {
     /// Ends the lock on the store: deletes it, or, with a minimum hold not
     /// yet over, leaves it to expire when the hold ends. `Ok(false)` when
     /// the lock no longer held this owner's token.
+    ///
+    /// An answer of "not the owner" that came to a call sent again after a
+    /// send whose outcome is unknown is no proof of loss: while the lease
+    /// was presumed held when the end went out, the end counts as done
+    /// (see the crate docs, "A lost answer is not a lost lock").
     pub(crate) async fn end(&self, backend: &Backend, limit: Duration) -> Result<bool, OpError> {
         let end = End {
             keys: &self.keys,
@@ -419,9 +424,17 @@ impl HeldLock {
             fair: self.fair,
             hold: self.hold.map(|h| (h.at_ms, h.min)),
         };
-        let ended = backend.end(&end, limit).await?;
+        // The work under the lock ended before this: was the lease still
+        // presumed held then?
+        let presumed_held = self.lost_reason().is_none() && Instant::now() < self.lease().deadline;
+        let (ended, resent) = resend::track(backend.end(&end, limit)).await;
+        let ended = ended?;
         if ended == Ended::HeldUntilMinimum {
             tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");
+        }
+        if ended == Ended::NotOwner && resent && presumed_held {
+            tracing::debug!(target: "redlock", key = %self.keys.user, "the release's answer was lost and its re-send found the lock gone: taken as released, the lease was held until the release went out");
+            return Ok(true);
         }
         Ok(ended != Ended::NotOwner)
     }

@@ -330,7 +330,8 @@ return 1
 //   too large to replay);
 // - `own`: the owner token (while in progress only), `fen`: the fencing
 //   token, `fp`: the request fingerprint;
-// - once completed, `code`, `hdr` (the stored headers) and `body`.
+// - once completed, `code`, `hdr` (the stored headers), `body`, and `by`:
+//   the owner token that completed it (see `RECORD_COMPLETE`).
 // Its expiry is the lease while in progress and the retention once
 // completed; the fencing counter lives beside it (`KEYS[2]`, same hash
 // tag). Completing and releasing publish on the channel named like the
@@ -368,10 +369,20 @@ return 1
 
 /// in progress -> completed, for the owner only. `ARGV` owner, state (`c`
 /// or `n`), status code, headers, body, retention (ms). Returns 1 or 0.
+///
+/// The completed record keeps who completed it (`by`), so the script is
+/// its own evidence: sent again after its answer was lost (and it ran), it
+/// finds the record completed by this owner and answers 1 again, instead
+/// of a 0 that would claim the lease was lost before the result was
+/// stored.
 pub(crate) static RECORD_COMPLETE: Lua = Lua::new(&[RECORD_COMPLETE_BODY]);
 const RECORD_COMPLETE_BODY: &str = r"
-if redis.call('HGET', KEYS[1], 'own') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'st', ARGV[2], 'code', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
+local own = redis.call('HMGET', KEYS[1], 'own', 'by')
+if own[1] ~= ARGV[1] then
+  if not own[1] and own[2] == ARGV[1] then return 1 end
+  return 0
+end
+redis.call('HSET', KEYS[1], 'st', ARGV[2], 'code', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5], 'by', ARGV[1])
 redis.call('HDEL', KEYS[1], 'own')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PUBLISH', KEYS[1], '')

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::RedisServer;
 use crate::admin::{POLL_INTERVAL, info_field, query, run_redis_cli};
+use crate::{FaultProxy, RedisServer};
 
 /// The number of hash slots in a Redis Cluster.
 pub const CLUSTER_SLOTS: u16 = 16384;
@@ -54,6 +54,9 @@ const MIGRATE_TIMEOUT_MS: u64 = 5000;
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     replicas_per_master: usize,
+    /// The port each node announces to the cluster (`CLUSTER NODES`, `CLUSTER
+    /// SLOTS`): its own, or its proxy's after [`RedisCluster::behind_proxies`].
+    announced: std::sync::Mutex<Vec<u16>>,
 }
 
 /// A slot left half-way through a move by [`RedisCluster::begin_migration`]: the
@@ -131,9 +134,11 @@ impl RedisCluster {
         for _ in 0..total {
             nodes.push(RedisServer::start_with_args(&args).await);
         }
+        let announced = std::sync::Mutex::new(nodes.iter().map(RedisServer::port).collect());
         let cluster = RedisCluster {
             nodes,
             replicas_per_master,
+            announced,
         };
 
         let mut cli_args: Vec<String> = vec!["--cluster".into(), "create".into()];
@@ -383,6 +388,47 @@ impl RedisCluster {
         }
     }
 
+    /// Puts a [`FaultProxy`] in front of every node and has each node announce its
+    /// proxy's port to the cluster (`CONFIG SET cluster-announce-port`), so that a
+    /// client following `CLUSTER SLOTS` and `MOVED` reaches every node through its
+    /// proxy: the proxies' faults (held replies, cuts) then reach a cluster client.
+    /// Returns the proxies in node order once every live node lists only proxy
+    /// ports. The cluster bus keeps the nodes' own ports, and this harness's
+    /// methods go on working (they talk to the nodes directly).
+    ///
+    /// # Panics
+    ///
+    /// If a node refuses the setting, or the nodes do not all list the proxies
+    /// within 20 s.
+    pub async fn behind_proxies(&self) -> Vec<FaultProxy> {
+        let mut proxies = Vec::with_capacity(self.nodes.len());
+        for (i, node) in self.nodes.iter().enumerate() {
+            let proxy = FaultProxy::start(node.addr()).await;
+            let mut cmd = redis::cmd("CONFIG");
+            cmd.arg("SET")
+                .arg("cluster-announce-port")
+                .arg(proxy.port());
+            let () = query(&node.url(), &cmd)
+                .await
+                .unwrap_or_else(|e| panic!("behind_proxies: node {i}: {e}"));
+            self.announced_ports()[i] = proxy.port();
+            proxies.push(proxy);
+        }
+        // Gossip carries the new ports; wait until every node has them.
+        let deadline = Instant::now() + OK_TIMEOUT;
+        loop {
+            match self.check_ok().await {
+                Ok(()) => return proxies,
+                Err(problem) if Instant::now() >= deadline => panic!(
+                    "behind_proxies: the nodes did not all list the proxies within \
+                     {OK_TIMEOUT:?}: {problem}\n{}",
+                    self.logs()
+                ),
+                Err(_) => tokio::time::sleep(POLL_INTERVAL).await,
+            }
+        }
+    }
+
     /// The tails of every node's log, for panic messages.
     pub fn logs(&self) -> String {
         self.nodes
@@ -397,7 +443,7 @@ impl RedisCluster {
         if live.is_empty() {
             return Err("no node is running".into());
         }
-        let live_ports: Vec<u16> = live.iter().map(|(_, n)| n.port()).collect();
+        let live_ports: Vec<u16> = live.iter().map(|&(i, _)| self.announced_port(i)).collect();
         let mut first_view: Option<(usize, SlotView)> = None;
         for &(i, node) in &live {
             let url = node.url();
@@ -477,7 +523,18 @@ impl RedisCluster {
     }
 
     fn index_of_port(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.port() == port)
+        self.announced_ports().iter().position(|&p| p == port)
+    }
+
+    /// The port node `i` announces to the cluster.
+    fn announced_port(&self, i: usize) -> u16 {
+        self.announced_ports()[i]
+    }
+
+    fn announced_ports(&self) -> std::sync::MutexGuard<'_, Vec<u16>> {
+        self.announced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn node_id(&self, i: usize) -> String {
@@ -588,7 +645,7 @@ impl SlotMigration {
                 cluster.setslot(i, self.slot, &node).await;
             }
         }
-        let to_port = cluster.nodes[self.to].port();
+        let to_port = cluster.announced_port(self.to);
         let deadline = Instant::now() + OK_TIMEOUT;
         'poll: loop {
             let mut disagreeing = None;

@@ -43,10 +43,14 @@ struct Shared {
     latency_nanos: AtomicU64,
     /// While true, nothing is read or written: traffic stalls, as in a partition.
     blackhole: watch::Sender<bool>,
+    /// While true, the server's replies are held back (requests still go through).
+    hold_replies: watch::Sender<bool>,
     refuse: AtomicBool,
     connections: AtomicUsize,
     /// Chunks read and not yet written, both directions, every connection.
     in_flight: AtomicUsize,
+    /// Of those, the chunks of replies (server to client).
+    replies_in_flight: AtomicUsize,
     /// When a chunk was last read or written.
     last_traffic: std::sync::Mutex<Option<Instant>>,
 }
@@ -73,6 +77,15 @@ impl Shared {
         let mut rx = self.blackhole.subscribe();
         // The sender lives in `self`, so this cannot fail while we borrow it.
         let _ = rx.wait_for(|on| !on).await;
+    }
+
+    /// Returns once chunks going `direction` may be written.
+    async fn wait_deliverable(&self, direction: Direction) {
+        if direction == Direction::Reply {
+            let mut rx = self.hold_replies.subscribe();
+            let _ = rx.wait_for(|on| !on).await;
+        }
+        self.wait_open().await;
     }
 }
 
@@ -143,6 +156,38 @@ impl FaultProxy {
         self.shared.blackhole.send_replace(on);
     }
 
+    /// Switches holding replies on or off. While on, requests are forwarded to
+    /// the server as usual, but nothing the server sends back is delivered: the
+    /// commands run, and their answers wait in the proxy. Switching it off
+    /// delivers them in order; [`FaultProxy::cut_all`] while it is on loses them,
+    /// as when a connection dies after the server answered (the client cannot
+    /// tell whether its command ran).
+    pub fn hold_replies(&self, on: bool) {
+        self.shared.hold_replies.send_replace(on);
+    }
+
+    /// The chunks of replies the server sent that the proxy has not delivered
+    /// yet (held by [`FaultProxy::hold_replies`], or delayed by latency): above 0
+    /// once the server answered a command sent while replies are held, that is,
+    /// once the command ran.
+    pub fn replies_waiting(&self) -> usize {
+        self.shared.replies_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the server answered a command whose reply the proxy holds
+    /// ([`FaultProxy::replies_waiting`] above 0); `false` if that did not happen
+    /// within `limit`.
+    pub async fn await_reply_held(&self, limit: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if self.replies_waiting() > 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        false
+    }
+
     /// Closes every current connection, on both sides. New connections are accepted
     /// afterwards as usual.
     ///
@@ -198,6 +243,7 @@ impl fmt::Debug for FaultProxy {
             .field("target", &self.target)
             .field("latency", &self.shared.latency())
             .field("blackhole", &self.shared.blackholed())
+            .field("hold_replies", &*self.shared.hold_replies.borrow())
             .field("refuse", &self.shared.refuse.load(Ordering::SeqCst))
             .field("connections", &self.connections())
             .finish()
@@ -281,8 +327,8 @@ async fn proxy_connection(
         _ = cut.changed() => {}
         _ = async {
             tokio::try_join!(
-                pipe(client_read, server_write, &shared),
-                pipe(server_read, client_write, &shared),
+                pipe(client_read, server_write, &shared, Direction::Request),
+                pipe(server_read, client_write, &shared, Direction::Reply),
             )
         } => {}
     }
@@ -295,16 +341,21 @@ struct Chunk<'a> {
     due: Instant,
     bytes: Vec<u8>,
     shared: &'a Shared,
+    direction: Direction,
 }
 
 impl<'a> Chunk<'a> {
-    fn new(due: Instant, bytes: &[u8], shared: &'a Shared) -> Self {
+    fn new(due: Instant, bytes: &[u8], shared: &'a Shared, direction: Direction) -> Self {
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if direction == Direction::Reply {
+            shared.replies_in_flight.fetch_add(1, Ordering::SeqCst);
+        }
         shared.traffic();
         Chunk {
             due,
             bytes: bytes.to_vec(),
             shared,
+            direction,
         }
     }
 }
@@ -312,13 +363,31 @@ impl<'a> Chunk<'a> {
 impl Drop for Chunk<'_> {
     fn drop(&mut self) {
         self.shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.direction == Direction::Reply {
+            self.shared.replies_in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
         self.shared.traffic();
     }
 }
 
+/// Which way a [`pipe`] forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to server.
+    Request,
+    /// Server to client (held back by [`FaultProxy::hold_replies`]).
+    Reply,
+}
+
 /// Forwards one direction until EOF (then half-closes the writer) or an error. Each
-/// chunk is held back until `read time + latency`, and while the black hole is on.
-async fn pipe<R, W>(mut reader: R, mut writer: W, shared: &Shared) -> io::Result<()>
+/// chunk is held back until `read time + latency`, while the black hole is on, and
+/// (replies) while replies are held.
+async fn pipe<R, W>(
+    mut reader: R,
+    mut writer: W,
+    shared: &Shared,
+    direction: Direction,
+) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -334,7 +403,11 @@ where
             }
             shared.wait_open().await;
             let due = Instant::now() + shared.latency();
-            if tx.send(Chunk::new(due, &buf[..n], shared)).await.is_err() {
+            if tx
+                .send(Chunk::new(due, &buf[..n], shared, direction))
+                .await
+                .is_err()
+            {
                 return Ok(());
             }
         }
@@ -344,7 +417,7 @@ where
             if chunk.due > Instant::now() {
                 tokio::time::sleep_until(chunk.due).await;
             }
-            shared.wait_open().await;
+            shared.wait_deliverable(direction).await;
             writer.write_all(&chunk.bytes).await?;
         }
         writer.shutdown().await

@@ -361,7 +361,11 @@ impl ClusterBackend {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            unknown |= error.outcome_unknown();
+            if error.outcome_unknown() {
+                // Sent again below (or the call fails): it may have run.
+                unknown = true;
+                super::resend::note();
+            }
             match follow(&error) {
                 Follow::Moved(moved, addr) => {
                     redirects += 1;

@@ -78,6 +78,7 @@ pub(crate) mod quorum;
 mod records;
 pub(crate) mod redis;
 mod requests;
+pub(crate) mod resend;
 pub(crate) mod sentinel;
 mod slots;
 mod votes;

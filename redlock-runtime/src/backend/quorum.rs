@@ -192,7 +192,7 @@ impl QuorumBackend {
             .iter()
             .enumerate()
             .map(|(i, node)| {
-                let task = tokio::spawn(op(Arc::clone(node)));
+                let task = tokio::spawn(super::resend::carry(op(Arc::clone(node))));
                 async move { (i, task.await) }
             })
             .collect();

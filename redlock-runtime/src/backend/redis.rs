@@ -172,6 +172,8 @@ impl RedisBackend {
                         return Err(op_error(e, limit));
                     }
                     tracing::debug!(target: "redlock", error = %e, "cached Redis connection is dead; retrying on a new one");
+                    // The first send may have run before the connection died.
+                    super::resend::note();
                     connecting.store(true, Ordering::Relaxed);
                     let (link, _) = lane.link(i).await?;
                     connecting.store(false, Ordering::Relaxed);

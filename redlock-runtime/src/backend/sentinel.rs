@@ -269,6 +269,9 @@ impl SentinelBackend {
         match self.discover(left).await {
             Ok(next) if next.addr != primary.addr => {
                 tracing::debug!(target: "redlock", from = %primary.name, to = %next.name, "primary changed; sending again");
+                if error.outcome_unknown() {
+                    super::resend::note();
+                }
                 let left = deadline
                     .saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1));
