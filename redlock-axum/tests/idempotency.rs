@@ -1017,3 +1017,54 @@ async fn on_a_cluster_a_records_keys_share_one_slot_and_one_master() {
         "the record's keys are in one slot on one master: {found:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_32_a_response_goes_out_in_time_when_redis_dies_while_the_handler_runs() {
+    // The handler finishes after Redis was killed: the response must not
+    // wait for the record's lease (6 s here) or the store's retries beyond
+    // `redis_timeout × attempts` (with their pauses), and a retry once
+    // Redis is back gets a correct answer without two runs at once.
+    let redis_timeout = Duration::from_millis(400);
+    let (mut redis, _locks, probe, mut events, server) = setup(true, |l| {
+        l.redis_timeout(redis_timeout).lease(Duration::from_secs(6))
+    })
+    .await;
+    let addr = server.addr;
+    let first = tokio::spawn(async move { post_ok(addr, "/orders", Some("k-dies"), "{}").await });
+    events.started().await;
+    redis.kill().await;
+    // The handler runs on for half a lease with Redis gone (the watchdog's
+    // renewals fail meanwhile), then ends.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let done = Instant::now();
+    probe.open(1);
+    let reply = first.await.expect("first");
+    let took = done.elapsed();
+    // `redis_timeout × attempts` (three), and a margin for a loaded
+    // machine.
+    let bound = redis_timeout * 3 + Duration::from_millis(300);
+    assert!(
+        took <= bound,
+        "the response took {took:?} after the handler ended (bound {bound:?})"
+    );
+    assert_eq!(reply.status, StatusCode::CREATED, "{reply:?}");
+    redis.restart().await;
+    // The record was never completed (Redis died) and Redis restarted
+    // empty: a retry runs the handler again, once, and never while another
+    // run of the same key goes on.
+    probe.open(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let retry = loop {
+        let retry = post_ok(addr, "/orders", Some("k-dies"), "{}").await;
+        if retry.status != StatusCode::SERVICE_UNAVAILABLE || Instant::now() > deadline {
+            break retry;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(retry.status, StatusCode::CREATED, "{retry:?}");
+    assert_eq!(probe.runs(), 2);
+    let again = post_ok(addr, "/orders", Some("k-dies"), "{}").await;
+    assert_eq!(again.status, StatusCode::CREATED, "{again:?}");
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(probe.runs(), 2, "the completed retry is replayed");
+}

@@ -224,9 +224,20 @@ async fn run_watchdog(weak: Weak<Core>) {
             }
             continue;
         }
+        let mut sent = false;
         for chunk in plan.renew.chunks(watchdog::MAX_BATCH) {
             let timeout = core.settings.command_timeout;
-            watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
+            sent |= watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
+        }
+        if !sent {
+            // Every due lock is being released or finished: wait a little
+            // (or for a change) instead of finding them due again at once.
+            let woken = core.watchdog.woken();
+            drop(core);
+            tokio::select! {
+                () = tokio::time::sleep(watchdog::RELEASING_PAUSE) => {}
+                () = woken => {}
+            }
         }
     }
 }

@@ -33,6 +33,10 @@ use crate::telemetry;
 /// How soon a failed renewal is tried again (cut to half the lease left).
 const RENEW_RETRY: Duration = Duration::from_millis(50);
 
+/// How long the watchdog waits before it looks again at due locks that are
+/// all being released or finished (see [`renew`]).
+pub(crate) const RELEASING_PAUSE: Duration = RENEW_RETRY;
+
 /// The most locks renewed in one pipeline; more are sent in several.
 pub(crate) const MAX_BATCH: usize = 10_000;
 
@@ -172,12 +176,19 @@ impl Watchdog {
 }
 
 /// Renews one batch in one round trip, and records what came back.
+/// `false` when no round trip was sent: every lock of the batch is being
+/// released or finished (its gate is held), and that release decides its
+/// fate. The caller must not plan again at once then: the locks are still
+/// due, and a loop that finds them so without ever waiting would hold its
+/// worker thread until the release ends, starving the very task that
+/// releases (issue 32: a record's completion with Redis down waited for
+/// its whole lease).
 pub(crate) async fn renew(
     backend: &Backend,
     command_timeout: Duration,
     watchdog: &Watchdog,
     batch: &[(u64, Arc<HeldLock>)],
-) {
+) -> bool {
     // Hold each lock's renewal gate, so a release waits for a renewal in
     // flight and none is sent after it. A lock being released is skipped.
     let gated: Vec<(u64, &Arc<HeldLock>, OwnedMutexGuard<()>)> = batch
@@ -185,7 +196,7 @@ pub(crate) async fn renew(
         .filter_map(|(id, held)| held.try_gate().map(|gate| (*id, held, gate)))
         .collect();
     if gated.is_empty() {
-        return;
+        return false;
     }
     let sent = Instant::now();
     let leases: Vec<_> = gated.iter().map(|(_, held, _)| held.lease()).collect();
@@ -223,6 +234,7 @@ pub(crate) async fn renew(
             }
         }
     }
+    true
 }
 
 fn retry_later(

@@ -39,7 +39,9 @@ pub(crate) const TARGET: &str = "redlock_axum";
 /// when no push comes.
 const MAX_POLL: Duration = Duration::from_millis(250);
 
-/// Attempts at storing a completed response before giving up on it.
+/// Attempts at storing a completed response before giving up on it. The
+/// response waits for the store at most `redis_timeout` times this (see
+/// [`Claimed::finish`]).
 const COMPLETE_ATTEMPTS: u32 = 3;
 
 /// Where the request's key comes from.
@@ -286,7 +288,7 @@ impl Claimed {
         mut inner: S,
         parts: Parts,
         bytes: Bytes,
-        mut lease: RecordLease,
+        lease: RecordLease,
     ) -> Result<Response, S::Error>
     where
         S: Service<Request<Body>, Response = Response<B>> + Send,
@@ -308,23 +310,23 @@ impl Claimed {
         let outcome = match AssertUnwindSafe(work).catch_unwind().await {
             Err(panic) => {
                 tracing::warn!(target: TARGET, key_hash = %self.key_hash, "the handler panicked; releasing the key so that a retry runs");
-                self.release(lease).await;
+                self.finish(self.ending().release(lease)).await;
                 std::panic::resume_unwind(panic);
             }
             Ok(Err(error)) => {
-                self.release(lease).await;
+                self.finish(self.ending().release(lease)).await;
                 return Err(error);
             }
             Ok(Ok(outcome)) => outcome,
         };
         let mut response = match outcome {
             Captured::Store { stored, response } => {
-                self.complete(&mut lease, &stored).await;
+                self.finish(self.ending().complete(lease, stored)).await;
                 response
             }
             Captured::Release { response } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = response.status().as_u16(), "response not stored; releasing the key");
-                self.release(lease).await;
+                self.finish(self.ending().release(lease)).await;
                 response
             }
         };
@@ -332,15 +334,52 @@ impl Claimed {
         Ok(response)
     }
 
+    /// What ends the record once the handler is done.
+    fn ending(&self) -> Ending {
+        Ending {
+            redis_timeout: self.config.redis_timeout,
+            key_hash: self.key_hash.clone(),
+            retention: self.retention,
+        }
+    }
+
+    /// Runs `end` (the record's completion or release) from a task of its
+    /// own, and waits for it at most `redis_timeout × COMPLETE_ATTEMPTS`:
+    /// the response goes out then, whatever the store does, and `end` goes
+    /// on in the background. It is bounded by the record's lease: once its
+    /// attempts fail, dropping the lease releases the record, retried until
+    /// the lease would end (see the guide, "When Redis fails mid-request").
+    /// Until then a retry gets `409`; after it, the replay if the
+    /// completion landed, else a new run. Never two runs at once: the
+    /// record stays claimed until it is completed, released or expired.
+    async fn finish(&self, end: impl Future<Output = ()> + Send + 'static) {
+        let bound = self.config.redis_timeout * COMPLETE_ATTEMPTS;
+        if tokio::time::timeout(bound, tokio::spawn(end))
+            .await
+            .is_err()
+        {
+            tracing::warn!(target: TARGET, key_hash = %self.key_hash, bound_ms = bound.as_millis() as u64, "the idempotency store is slow to record the end of the request; the response goes out now and the record is completed or released in the background (a retry meanwhile gets 409)");
+        }
+    }
+}
+
+/// The end of a record, run from a task of its own (see
+/// [`Claimed::finish`]).
+struct Ending {
+    redis_timeout: Duration,
+    key_hash: String,
+    retention: Duration,
+}
+
+impl Ending {
     /// Stores the completed response (owner-checked), retrying a failed
     /// store a few times; if it never succeeds, dropping the lease releases
     /// the record (owner-checked: a completion that did land stays).
-    async fn complete(&self, lease: &mut RecordLease, stored: &Stored) {
-        let config = &self.config;
+    async fn complete(self, mut lease: RecordLease, stored: Stored) {
         let completion = stored.completion();
         for attempt in 1..=COMPLETE_ATTEMPTS {
             match lease
-                .complete(&completion, self.retention, config.redis_timeout)
+                .complete(&completion, self.retention, self.redis_timeout)
                 .await
             {
                 Ok(true) => {
@@ -363,8 +402,8 @@ impl Claimed {
     }
 
     /// Releases the record (owner-checked) so that a retry runs.
-    async fn release(&self, lease: RecordLease) {
-        match lease.release(self.config.redis_timeout).await {
+    async fn release(self, lease: RecordLease) {
+        match lease.release(self.redis_timeout).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "release: the record was no longer ours");
