@@ -285,7 +285,10 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                 (Ok(()), pttl)
             }
             Err(e) => {
-                pending.answered(e.outcome_unknown());
+                // An error reply to an acquire script may follow its first
+                // write (a fencing counter of another type fails after the
+                // lock was set): given back, as a lost answer is.
+                pending.answered(e.may_have_written());
                 if !e.is_transient() {
                     return Err(e.into_lock_error(&keys.user, Operation::Acquire));
                 }

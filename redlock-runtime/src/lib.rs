@@ -94,7 +94,9 @@
 //! - **Fair mode** ([`LockRequest::fair`]) serves waiters in arrival order
 //!   through a queue kept in Redis; the default is first-come-after-release,
 //!   which needs no queue. A fair release hands the lock to the first waiter
-//!   in the same script and tells it so (a grant): the waiter holds the
+//!   in the same script and tells it so (a grant, on the lock's channel,
+//!   naming the waiter by the SHA-1 of its owner token: whoever may
+//!   subscribe learns no token): the waiter holds the
 //!   lock without another round trip, and the watchdog extends the lease
 //!   it was handed (what was left of its place in the line) to its ttl.
 //!   Fencing tokens stay in the order of tenure: the grant issues the next

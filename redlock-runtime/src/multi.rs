@@ -355,7 +355,11 @@ impl MultiLock {
                     (index, pttl, None)
                 }
                 Err(e) => {
-                    let unknown = e.outcome_unknown();
+                    // An error reply too: the script may have set some of
+                    // the group's locks before it failed (see
+                    // `OpError::may_have_written`), and nothing of a group
+                    // that returned no guard may stay held.
+                    let unknown = e.may_have_written();
                     for p in &mut pending {
                         p.answered(unknown);
                     }

@@ -306,7 +306,9 @@ return released
 /// `ARGV[1]` token, `ARGV[2]` acquire time on Redis's clock (ms), `ARGV[3]`
 /// minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
 /// expire when the minimum hold ends). A deletion publishes the first fair
-/// waiter's token, as [`FAIR_RELEASE`] does, so that it is the one woken.
+/// waiter's id (`redis.sha1hex` of its token, never the token: see
+/// [`waiter_id`](crate::wakeups::waiter_id)), as [`FAIR_LEAVE`] does, so
+/// that it is the one woken; an empty message when no one is in line.
 pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(&[HELD, RELEASE_AFTER_HOLD_BODY]);
 const RELEASE_AFTER_HOLD_BODY: &str = r"
 if not held(redis.call('GET', KEYS[1]), ARGV[1]) then
@@ -320,7 +322,8 @@ if left > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1], redis.call('LINDEX', KEYS[2], 0) or '')
+local head = redis.call('LINDEX', KEYS[2], 0)
+redis.call('PUBLISH', KEYS[1], head and redis.sha1hex(head) or '')
 return 1
 ";
 

@@ -26,6 +26,10 @@
 //! out instead of being released): waiters therefore keep polling with
 //! backoff, capped by the holder's remaining lease, so a missed message
 //! delays a waiter by at most one backoff step and never strands it.
+//!
+//! A message that names a fair waiter names it by its [`waiter_id`], never
+//! by its owner token: the channel is readable by anyone allowed to
+//! subscribe, and the token is what releases and extends a lock.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -135,8 +139,25 @@ struct Channel {
     watchers: usize,
     /// Wakes the channel's longest waiter (a plain release).
     notify: Arc<Notify>,
-    /// Fair waiters by token: a fair release names the one to wake.
+    /// Fair waiters by [`waiter_id`]: a fair release names the one to wake.
     targets: HashMap<String, Arc<Target>>,
+}
+
+/// A fair waiter's name on its lock's channel: the SHA-1 of its owner
+/// token, in lower-case hex, as Lua's `redis.sha1hex(token)` writes it in
+/// the scripts that publish it (a grant and the wake-up of the first in
+/// line: `FAIR_RELEASE`, `FAIR_LEAVE`, `RELEASE_AFTER_HOLD`).
+///
+/// Not the token itself: every client allowed to `SUBSCRIBE` to the
+/// channel reads what is published there (an ACL can grant channels
+/// without keys), and the token is the secret that releases and extends
+/// the lock it holds. The id names the waiter and grants nothing: no
+/// script takes it in place of a token, and the token (a random UUID
+/// after the client's name) cannot be worked back from its SHA-1. The
+/// waiter computes its own id once, as it subscribes; a message is
+/// matched by exact comparison, as the token was.
+pub(crate) fn waiter_id(token: &str) -> String {
+    sha1_smol::Sha1::from(token).digest().to_string()
 }
 
 /// A fair waiter as the subscriber knows it: woken by name, and handed the
@@ -158,12 +179,12 @@ pub(crate) struct Grant {
     pub(crate) at_ms: u64,
 }
 
-/// The token a grant message names and the grant (`token`, the waiter mark
-/// byte, the fencing token, the mark, Redis's clock in ms); `None` for any
-/// other message.
+/// The waiter a grant message names (its [`waiter_id`]) and the grant
+/// (the id, the waiter mark byte, the fencing token, the mark, Redis's
+/// clock in ms); `None` for any other message.
 fn parse_grant(message: &str) -> Option<(&str, Grant)> {
     let mut parts = message.split(crate::scripts::WAITED_MARK);
-    let (token, fence, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
+    let (id, fence, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
         return None;
     }
@@ -171,14 +192,14 @@ fn parse_grant(message: &str) -> Option<(&str, Grant)> {
         fence: fence.parse().ok()?,
         at_ms: at_ms.parse().ok()?,
     };
-    Some((token, grant))
+    Some((id, grant))
 }
 
 impl Channel {
-    /// Wakes the waiter a release message names; every waiter for `*` (a
-    /// release that may let several in: a writer's, a latch reaching zero);
-    /// the `n` longest waiters for `*n` (a semaphore's `n` permits freed);
-    /// else the longest waiter.
+    /// Wakes the waiter a release message names (by its [`waiter_id`]);
+    /// every waiter for `*` (a release that may let several in: a
+    /// writer's, a latch reaching zero); the `n` longest waiters for `*n`
+    /// (a semaphore's `n` permits freed); else the longest waiter.
     fn wake(&self, named: &str) {
         if let Some(count) = named.strip_prefix('*') {
             match count.parse::<u32>() {
@@ -187,8 +208,8 @@ impl Channel {
             }
             return;
         }
-        if let Some((token, grant)) = parse_grant(named) {
-            if let Some(target) = self.targets.get(token) {
+        if let Some((id, grant)) = parse_grant(named) {
+            if let Some(target) = self.targets.get(id) {
                 *target.grant.lock().unwrap_or_else(PoisonError::into_inner) = Some(grant);
                 target.notify.notify_one();
             }
@@ -260,8 +281,9 @@ impl Wakeups {
 
     /// Subscribes to `channel`: the returned handle's notify fires when a
     /// release is published there (for a fair waiter, `target` its token:
-    /// when the release names it). Subscribing is bounded by `limit`; `None`
-    /// when this client has no subscriber (polling only).
+    /// when the release names it, by its [`waiter_id`]). Subscribing is
+    /// bounded by `limit`; `None` when this client has no subscriber
+    /// (polling only).
     pub(crate) async fn subscribe(
         &self,
         channel: &str,
@@ -273,6 +295,8 @@ impl Wakeups {
             Delivery::Local => false,
             Delivery::Subscriber(_) | Delivery::Following(_) | Delivery::Sharded(_) => true,
         };
+        // Hashed before the lock is taken; only the id is kept.
+        let id = target.map(waiter_id);
         let (notify, named, sink) = {
             let mut state = self.inner.state();
             let entry = state
@@ -285,11 +309,11 @@ impl Wakeups {
                 });
             entry.watchers += 1;
             let first = entry.watchers == 1;
-            let named = target.map(|token| {
+            let named = id.as_ref().map(|id| {
                 Arc::clone(
                     entry
                         .targets
-                        .entry(token.to_owned())
+                        .entry(id.clone())
                         .or_insert_with(|| Arc::new(Target::default())),
                 )
             });
@@ -320,7 +344,7 @@ impl Wakeups {
         Some(Subscription {
             inner: Arc::clone(&self.inner),
             channel: channel.to_owned(),
-            target: target.map(str::to_owned),
+            target: id,
             named,
             notify,
         })
@@ -342,7 +366,10 @@ pub(crate) struct LocalWake {
 
 impl LocalWake {
     /// A release of `channel`'s lock: wakes the named fair waiter, else the
-    /// key's longest waiter.
+    /// key's longest waiter. `named` is the message a script would publish:
+    /// a fair waiter is named by its [`waiter_id`] here too (the memory
+    /// store's messages never leave this client, but the waiters are
+    /// matched by id alike).
     pub(crate) fn released(&self, channel: &str, named: Option<&str>) {
         if let Some(channel) = self.inner.state().channels.get(channel) {
             channel.wake(named.unwrap_or(""));
@@ -355,6 +382,7 @@ impl LocalWake {
 pub(crate) struct Subscription {
     inner: Arc<Inner>,
     channel: String,
+    /// A fair waiter's [`waiter_id`].
     target: Option<String>,
     /// A fair waiter's entry: where a grant for it lands.
     named: Option<Arc<Target>>,
@@ -438,14 +466,15 @@ impl Drop for Subscription {
 
 #[cfg(test)]
 mod tests {
-    use super::{Grant, parse_grant};
+    use super::{Grant, parse_grant, waiter_id};
 
     #[test]
     fn a_grant_message_names_its_waiter_and_carries_token_and_clock() {
+        let id = waiter_id("~app:1:abc");
         assert_eq!(
-            parse_grant("app:1:abc\u{1f}1764170000000123\u{1f}1764170000000"),
+            parse_grant(&format!("{id}\u{1f}1764170000000123\u{1f}1764170000000")),
             Some((
-                "app:1:abc",
+                id.as_str(),
                 Grant {
                     fence: 1_764_170_000_000_123,
                     at_ms: 1_764_170_000_000
@@ -454,7 +483,7 @@ mod tests {
         );
         // A release that only names a waiter, or nobody; anything else.
         for other in [
-            "app:1:abc",
+            id.as_str(),
             "",
             "*",
             "*3",
@@ -464,5 +493,23 @@ mod tests {
         ] {
             assert_eq!(parse_grant(other), None, "{other:?}");
         }
+    }
+
+    /// Issue 32, part 5: the id is what `redis.sha1hex` writes for the
+    /// token: 40 lower-case hex digits (the known SHA-1 values of "" and
+    /// "abc"), so never the waiter mark a grant splits at; two tokens,
+    /// two ids. (`tests/fair.rs` compares it with Redis's own.)
+    #[test]
+    fn a_waiter_id_is_the_sha1_hex_redis_writes() {
+        assert_eq!(waiter_id(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(waiter_id("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        let (one, other) = (crate::owner::token("app", 0), crate::owner::token("app", 0));
+        let id = waiter_id(&one);
+        assert_eq!(id.len(), 40);
+        assert!(
+            id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+            "{id}"
+        );
+        assert_ne!(id, waiter_id(&other));
     }
 }

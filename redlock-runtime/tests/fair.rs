@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::AsyncCommands;
 use redlock_runtime::bb8_redis::{RedisConnectionManager, bb8};
 use redlock_runtime::{LockClient, LockError, RetryPolicy};
@@ -451,4 +452,115 @@ async fn a_waiter_that_leaves_holding_a_grant_passes_it_on() {
     );
     leaving.abort();
     guard.release().await.expect("release");
+}
+
+/// `redis.sha1hex(text)`, as the scripts compute a waiter's id on this
+/// Redis.
+async fn sha1hex(redis: &mut redis::aio::MultiplexedConnection, text: &str) -> String {
+    redis::Script::new("return redis.sha1hex(ARGV[1])")
+        .arg(text)
+        .invoke_async(redis)
+        .await
+        .expect("redis.sha1hex")
+}
+
+/// Issue 32, part 5: an outsider that may only subscribe to a fair lock's
+/// channel learns no owner token. A fair release that hands the lock over
+/// (a grant) and the release that ends a `hold_at_least` each name the
+/// next waiter, by its id (`redis.sha1hex` of its token), never by the
+/// token, which would let the outsider release or extend that waiter's
+/// lock. The messages are checked against every token of the scenario.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_32_the_lock_channel_carries_no_owner_token() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let mut outsider = redis::Client::open(url.as_str())
+        .expect("client")
+        .get_async_pubsub()
+        .await
+        .expect("the outsider's subscriber connection");
+    outsider
+        .subscribe("lock:{secret}")
+        .await
+        .expect("SUBSCRIBE");
+    let (heard_tx, mut heard) = mpsc::unbounded_channel::<String>();
+    let listener = tokio::spawn(async move {
+        let mut messages = outsider.into_on_message();
+        while let Some(message) = messages.next().await {
+            let text = String::from_utf8_lossy(message.get_payload_bytes()).into_owned();
+            if heard_tx.send(text).is_err() {
+                return;
+            }
+        }
+    });
+    let token_of = |guard: &redlock_runtime::LockGuard| {
+        redlock_runtime::__private::owner_token(guard).to_owned()
+    };
+    let mut tokens = Vec::new();
+    let locks = LockClient::connect(&url).await.expect("connect");
+
+    // A grant: the release hands the lock to the waiter in line.
+    let holder = locks.lock("secret").fair().acquire().await.expect("holder");
+    tokens.push(token_of(&holder));
+    let waiter = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "secret",
+        Duration::from_secs(10),
+    );
+    wait_for_fair_waiters(&url, "secret", 1).await;
+    holder.release().await.expect("release: a grant");
+    let granted = waiter.await.expect("task").expect("the granted waiter");
+    let granted_token = token_of(&granted);
+    tokens.push(granted_token.clone());
+    granted.release().await.expect("release");
+
+    // The end of a minimum hold, with a waiter in line: it is named.
+    let holding = locks
+        .lock("secret")
+        .fair()
+        .hold_at_least(Duration::from_millis(200))
+        .acquire()
+        .await
+        .expect("a holder with a minimum hold");
+    tokens.push(token_of(&holding));
+    let next = fair_waiter(
+        LockClient::connect(&url).await.expect("connect"),
+        "secret",
+        Duration::from_secs(10),
+    );
+    wait_for_fair_waiters(&url, "secret", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // the hold is over
+    holding.release().await.expect("release: the hold is over");
+    let next = next.await.expect("task").expect("the woken waiter");
+    let next_token = token_of(&next);
+    tokens.push(next_token.clone());
+    next.release().await.expect("release");
+
+    // Both messages name their waiter by its id: the outsider heard them.
+    let mut redis = redlock_tests::raw_connection(&url).await;
+    let grant = format!("{}\u{1f}", sha1hex(&mut redis, &granted_token).await);
+    let woken = sha1hex(&mut redis, &next_token).await;
+    let mut messages: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(messages.iter().any(|m| m.starts_with(&grant)) && messages.contains(&woken)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, heard.recv()).await {
+            Ok(Some(message)) => messages.push(message),
+            _ => panic!("heard {messages:?}, not the grant {grant:?} and the wake-up {woken:?}"),
+        }
+    }
+    // And whatever else came (the releases no one waited for).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while let Ok(message) = heard.try_recv() {
+        messages.push(message);
+    }
+    for token in &tokens {
+        for message in &messages {
+            assert!(
+                !message.contains(token.as_str()),
+                "the lock's channel carried an owner token: {message:?}"
+            );
+        }
+    }
+    listener.abort();
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{ConfigError, LockClient, LockError};
-use redlock_tests::{Backend, RedisServer, raw_connection, start_replica};
+use redlock_tests::{Backend, RedisServer, key_exists, raw_connection, start_replica};
 use rstest::rstest;
 use tokio::time::Instant;
 
@@ -772,6 +772,78 @@ async fn hash_tagged_keys_are_taken_in_one_round_trip() {
     assert!(tokens.iter().all(|(_, t)| *t > 0));
     let asked = calls(&server.url(), "evalsha").await + calls(&server.url(), "eval").await;
     assert_eq!(asked, after, "the tokens came with the acquire");
+    all.release().await.expect("release");
+}
+
+/// Issue 32, part 5: a group acquire that fails leaves none of the
+/// group's locks held. Redis keeps what a script wrote before an error:
+/// the group's script used to set the locks ahead of a key it then failed
+/// on, with no guard to release them, until their ttl ran out. The bad
+/// key is the fencing counter of the group's last lock (the group is
+/// taken in the order of its lock keys: `a`, `b`, `c`), once of another
+/// type (a hash: `WRONGTYPE`), once a string that holds no number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_32_a_group_that_fails_leaves_none_of_its_locks_held() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let locks = LockClient::connect(&url).await.expect("connect");
+    let other = LockClient::connect(&url).await.expect("connect");
+    let mut conn = raw_connection(&url).await;
+    let keys = ["{acct:32}:a", "{acct:32}:b", "{acct:32}:c"];
+    let bad = "lock:{{acct:32}:c}:fence";
+    for hash in [true, false] {
+        let _: () = redis::cmd("DEL")
+            .arg(bad)
+            .query_async(&mut conn)
+            .await
+            .expect("DEL");
+        if hash {
+            let _: () = redis::cmd("HSET")
+                .arg(bad)
+                .arg("n")
+                .arg(1)
+                .query_async(&mut conn)
+                .await
+                .expect("HSET");
+        } else {
+            let _: () = redis::cmd("SET")
+                .arg(bad)
+                .arg("many")
+                .query_async(&mut conn)
+                .await
+                .expect("SET");
+        }
+        let what = if hash { "a hash" } else { "no number" };
+        let err = locks
+            .multi_lock(keys)
+            .acquire()
+            .await
+            .expect_err("a counter the group cannot count from");
+        assert!(matches!(err, LockError::Redis { .. }), "{what}: {err}");
+        // Nothing was written: no lock key, at once (not after a give-back).
+        for key in keys {
+            let lock = format!("lock:{{{key}}}");
+            assert!(!key_exists(&url, &lock).await, "{what}: {key} was left set");
+        }
+        // Another client takes each one at once.
+        for key in keys {
+            let guard = other
+                .lock(key)
+                .try_acquire()
+                .await
+                .expect("try")
+                .unwrap_or_else(|| panic!("{what}: {key} is still held"));
+            guard.release().await.expect("release");
+        }
+    }
+    // With the counter gone, the group is taken: nothing of the failures
+    // stayed in the way.
+    let _: () = redis::cmd("DEL")
+        .arg(bad)
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+    let all = locks.multi_lock(keys).acquire().await.expect("the group");
     all.release().await.expect("release");
 }
 

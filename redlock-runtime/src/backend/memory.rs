@@ -11,7 +11,7 @@ use super::{
     Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
     Renewal,
 };
-use crate::wakeups::LocalWake;
+use crate::wakeups::{LocalWake, waiter_id};
 
 mod inspect;
 mod sync;
@@ -296,6 +296,8 @@ impl MemoryBackend {
         } else {
             None
         };
+        // The next waiter by its id, as `FAIR_LEAVE` publishes it.
+        let next = next.map(|token| waiter_id(&token));
         if let Some(next) = next.or_else(|| released.then(String::new)) {
             self.wake.released(&keys.lock, Some(&next));
         }
@@ -336,12 +338,13 @@ impl MemoryBackend {
         if !self.release(keys, token) {
             return Ended::NotOwner;
         }
+        // The first in line, by its id (see `waiter_id`).
         let next = if fair {
             let now = Instant::now();
             self.state()
                 .lines
                 .get_mut(&keys.lock)
-                .and_then(|line| line.head(now).map(str::to_owned))
+                .and_then(|line| line.head(now).map(waiter_id))
         } else {
             None
         };

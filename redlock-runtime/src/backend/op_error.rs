@@ -103,6 +103,33 @@ impl OpError {
         }
     }
 
+    /// True when the call may have left writes in Redis although it
+    /// failed: its outcome is unknown ([`outcome_unknown`](Self::outcome_unknown)),
+    /// or Redis answered it with an error. A script stops at its first
+    /// error and Redis keeps what it wrote before it (a script is atomic,
+    /// not a transaction: nothing is rolled back), so an acquire script
+    /// that failed midway may have set a lock for a token no guard will
+    /// hold (issue 32: a group whose second fencing counter held another
+    /// type had set the first lock). An acquire answered so is given back,
+    /// as one whose answer was lost; the give-back is token-checked, so it
+    /// finds nothing when nothing was written. Not the errors with which
+    /// Redis refuses a call before running any of it: "refused for now"
+    /// ([`is_refused_for_now`](crate::error::is_refused_for_now)), a
+    /// cluster's redirections and `CROSSSLOT`, and `NOSCRIPT` (redis-rs
+    /// loads the script and sends it again).
+    pub(crate) fn may_have_written(&self) -> bool {
+        if self.outcome_unknown() {
+            return true;
+        }
+        match self {
+            Self::Redis(e) => e.code().is_some_and(|code| {
+                !crate::error::is_refused_for_now(e)
+                    && !matches!(code, "MOVED" | "ASK" | "CROSSSLOT" | "NOSCRIPT")
+            }),
+            _ => false,
+        }
+    }
+
     /// A copy of a batch-wide failure, for each request of the batch: the
     /// same variant where it matters to the caller (a replica shortfall,
     /// a timeout, a connection failure), else its text.

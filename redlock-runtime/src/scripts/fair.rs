@@ -91,8 +91,11 @@ return {1, fence}
 ///
 /// The hand-off (a grant) sets the lock to the waiter's token for what is
 /// left of the waiter's presence, takes it out of the line, issues the
-/// fencing token, and publishes `token ␟ fence ␟ now` (`␟` the waiter
-/// mark, byte 31, never in a token; `now` Redis's clock in ms). The waiter
+/// fencing token, and publishes `id ␟ fence ␟ now` (`id` the waiter's
+/// name on the channel, `redis.sha1hex` of its token: never the token,
+/// which would let anyone allowed to subscribe release or extend the lock
+/// it names, see [`waiter_id`](crate::wakeups::waiter_id); `␟` the waiter
+/// mark, byte 31, never in an id; `now` Redis's clock in ms). The waiter
 /// holds the lock from the message on, without asking again: one round
 /// trip less between two holders. Its watchdog then renews the lease to
 /// its ttl at once. A waiter that does not take the message (it polls, or
@@ -143,7 +146,7 @@ local function hand_over(key, queue, waiters, counter, retention)
   redis.call('ZREM', waiters, head)
   redis.call('SET', key, head, 'PX', lease)
   local fence = next_fence(counter, retention, t)
-  redis.call('PUBLISH', key, string.format('%s\31%.0f\31%.0f', head, fence, now))
+  redis.call('PUBLISH', key, string.format('%s\31%.0f\31%.0f', redis.sha1hex(head), fence, now))
 end
 ";
 
@@ -151,7 +154,8 @@ end
 /// was lost): its give-back, in one step. It leaves the line; if it holds
 /// the lock (an attempt whose answer it never saw took it, or a release
 /// granted it, see [`FAIR_RELEASE`]), the lock goes on to the next waiter
-/// as its release would; if the lock is free, the next waiter is woken.
+/// as its release would; if the lock is free, the next waiter is woken
+/// (the message is its id, as in a grant: never its token).
 /// One script, so no grant can land between the give-back's release and
 /// its leave.
 ///
@@ -171,7 +175,7 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 local v = redis.call('GET', KEYS[1])
 if not v then
   local head = purge(KEYS[2], KEYS[3], clock())
-  if head then redis.call('PUBLISH', KEYS[1], head) end
+  if head then redis.call('PUBLISH', KEYS[1], redis.sha1hex(head)) end
 elseif held(v, ARGV[1]) then
   hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
   return 1

@@ -221,3 +221,44 @@ fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
     assert!(RELEASE_CORE.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
     assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
 }
+
+/// Every message a script publishes, as its text writes it. Whoever may
+/// subscribe to a lock's channel reads them (an ACL can grant channels
+/// without keys), so none may carry an owner token, the secret that
+/// releases and extends a lock (issue 32, part 5): a waiter is named by
+/// `redis.sha1hex` of its token (see `wakeups::waiter_id`). A new
+/// message goes here once it is known to carry no secret.
+const MESSAGES: [&str; 6] = [
+    "''",
+    "'*'",
+    "string.format('*%d', tonumber(freed))",
+    "redis.sha1hex(head)",
+    "head and redis.sha1hex(head) or ''",
+    r"string.format('%s\31%.0f\31%.0f', redis.sha1hex(head), fence, now)",
+];
+
+#[test]
+fn no_script_publishes_an_owner_token() {
+    let mut published = std::collections::BTreeSet::new();
+    for (name, script) in ALL {
+        for publish in [Publish::Plain, Publish::Sharded] {
+            let text = script.text(publish);
+            for call in calls(&text) {
+                let args = arguments(call);
+                if !matches!(args[0], "'PUBLISH'" | "'SPUBLISH'") {
+                    continue;
+                }
+                let message = args.get(2).copied().unwrap_or("");
+                assert!(
+                    MESSAGES.contains(&message),
+                    "{name} ({publish:?}) publishes {message:?}: name a waiter by \
+                     redis.sha1hex of its token, never by the token"
+                );
+                published.insert(message.to_owned());
+            }
+        }
+    }
+    // Each message listed is still published somewhere: the list is the
+    // scripts', not a stale one.
+    assert_eq!(published.len(), MESSAGES.len(), "{published:?}");
+}
