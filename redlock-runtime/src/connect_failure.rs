@@ -24,7 +24,10 @@ pub enum ConnectFailure {
     Auth,
     /// The TLS handshake failed: the server's certificate is not trusted
     /// (wrong CA) or is for another name, the client certificate was
-    /// refused, or one side does not speak TLS. Permanent.
+    /// refused, or one side does not speak TLS. Permanent. (A `rediss://`
+    /// URL to a plain-text port gets no answer at all: when its handshake
+    /// times out, a plain-text `PING` to the port tells it from a silent
+    /// server, and a port that answers is this failure.)
     Tls,
     /// The connect or its handshake got no answer in time (the server is
     /// paused or overloaded, or a firewall drops the packets).
@@ -58,6 +61,30 @@ impl ConnectFailure {
                  `connection_timeout` if it is just slow"
             }
             Self::Other => "check the URL and that Redis runs",
+        }
+    }
+
+    /// The failure of a topology none of whose servers could serve a call,
+    /// from each failed server's own (`failures`), where `spare` servers
+    /// may fail without failing the topology (a Redlock quorum's nodes
+    /// beyond a majority):
+    /// - more than `spare` servers failed for good: that permanent kind
+    ///   ([`Auth`](Self::Auth) before [`Tls`](Self::Tls)), as no retry can
+    ///   bring enough of them back;
+    /// - else, every server failed the same way: that way;
+    /// - else [`Other`](Self::Other) (the detail lists each server's).
+    pub(crate) fn of_servers(failures: &[Self], spare: usize) -> Self {
+        let permanent = failures.iter().filter(|f| f.is_permanent()).count();
+        if permanent > spare {
+            return if failures.contains(&Self::Auth) {
+                Self::Auth
+            } else {
+                Self::Tls
+            };
+        }
+        match failures.split_first() {
+            Some((first, rest)) if rest.iter().all(|f| f == first) => *first,
+            _ => Self::Other,
         }
     }
 
@@ -169,6 +196,33 @@ mod tests {
             (io_error(io::ErrorKind::BrokenPipe), ConnectFailure::Other),
         ] {
             assert_eq!(ConnectFailure::of(&error), want, "{error}");
+        }
+    }
+
+    #[test]
+    fn several_servers_failures_make_one() {
+        use ConnectFailure::{Auth, Other, Refused, Timeout, Tls};
+        // (failures, spare, overall)
+        for (failures, spare, want) in [
+            (vec![Refused, Refused, Refused], 1, Refused),
+            (vec![Timeout, Timeout], 0, Timeout),
+            (vec![Refused, Timeout], 0, Other),
+            // One wrong password among Sentinels (none spare) is enough.
+            (vec![Auth, Refused, Refused], 0, Auth),
+            (vec![Tls, Timeout], 0, Tls),
+            (vec![Tls, Auth], 0, Auth),
+            // A quorum that can spare one node: one barred node is not
+            // enough to rule out a majority.
+            (vec![Auth, Refused], 1, Other),
+            (vec![Auth, Auth, Refused], 1, Auth),
+            (vec![Tls, Tls], 1, Tls),
+            (vec![], 0, Other),
+        ] {
+            assert_eq!(
+                ConnectFailure::of_servers(&failures, spare),
+                want,
+                "{failures:?}, spare {spare}"
+            );
         }
     }
 

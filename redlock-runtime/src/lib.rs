@@ -340,10 +340,12 @@
 //!
 //! When no connection can be made, the error says why, as a
 //! [`ConnectFailure`]: [`LockError::Connect`] from `connect`/`build`,
-//! [`LockError::Connection`] from an operation. A refused connection, an
-//! unreachable host and a connect timeout are transient (retried within
-//! the wait); a wrong password and a TLS failure are permanent and fail at
-//! once, without waiting out the connection timeout or the wait.
+//! [`LockError::Connection`] from an operation, alike on every topology. A
+//! refused connection, an unreachable host and a connect timeout are
+//! transient (retried within the wait); a wrong password and a TLS failure
+//! (a `rediss://` URL to a plain-text port among them, once its handshake
+//! has timed out) are permanent and fail at once, without waiting out the
+//! connection timeout or the wait.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redlock_runtime::LockError> {

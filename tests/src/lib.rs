@@ -17,7 +17,8 @@
 //!   over ([`RedisCluster::failover`]). It needs `redis-cli` too (`apt-get install
 //!   redis-tools`).
 //! - [`SentinelSet`] is a primary, its replicas and three Sentinels, with forced
-//!   ([`SentinelSet::failover`]) and crash ([`SentinelSet::kill_primary`]) failovers.
+//!   ([`SentinelSet::failover`]) and crash ([`SentinelSet::kill_primary`]) failovers;
+//!   [`LoneSentinel`] is one Sentinel monitoring nothing, to connect to at once.
 //!
 //! The suites live beside the crates they test (`redlock-runtime/tests/`,
 //! `redlock-axum/tests/`, with this crate as a dev-dependency); this crate's own
@@ -81,7 +82,7 @@ pub use prometheus::series_value;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection, require_password, start_replica};
 pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
-pub use sentinel::{MASTER_NAME, SentinelSet};
+pub use sentinel::{LoneSentinel, MASTER_NAME, SentinelSet};
 pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};
 pub use worker::SyncWorker;
 

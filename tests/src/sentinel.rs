@@ -363,6 +363,44 @@ impl SentinelSet {
     }
 }
 
+/// One Sentinel monitoring nothing, its configuration file in a temporary
+/// directory that lives as long as it: a Sentinel to connect to, for tests
+/// of the connection itself (a password, TLS), where a [`SentinelSet`]
+/// takes seconds to form. It answers `PING`, and `SENTINEL
+/// GET-MASTER-ADDR-BY-NAME` with nil.
+#[derive(Debug)]
+pub struct LoneSentinel {
+    /// The Sentinel process.
+    pub server: RedisServer,
+    _config_dir: TempDir,
+}
+
+impl LoneSentinel {
+    /// Starts the Sentinel and waits until it answers `PING`.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start_sentinel`], or when its configuration file
+    /// cannot be written.
+    pub async fn start() -> LoneSentinel {
+        let config_dir = tempfile::Builder::new()
+            .prefix("redlock-sentinel-")
+            .tempdir()
+            .expect("could not create a temporary directory for the Sentinel's configuration");
+        let path = config_dir.path().join("sentinel.conf");
+        std::fs::write(&path, "").unwrap_or_else(|e| {
+            panic!(
+                "could not write the Sentinel configuration {}: {e}",
+                path.display()
+            )
+        });
+        LoneSentinel {
+            server: RedisServer::start_sentinel(&path).await,
+            _config_dir: config_dir,
+        }
+    }
+}
+
 impl fmt::Debug for SentinelSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SentinelSet")

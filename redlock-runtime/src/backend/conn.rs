@@ -40,12 +40,17 @@ use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use tokio::sync::Notify;
 
 use super::OpError;
+use super::probe::PlainTextProbe;
 use crate::error::ConnectFailure;
 
 /// Remembers the pool's last connection error, classified, which bb8
 /// otherwise hides behind a bare "timed out"; and wakes the commands waiting
 /// for a connection when the error is one no retry can fix (a wrong
 /// password, a TLS failure), so that they fail at once.
+///
+/// A `rediss://` server whose connect times out is probed for a plain-text
+/// port (see [`PlainTextProbe`]): one that answers plain text is a TLS
+/// failure, and so is every timeout after it until a connection is made.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LastError(Arc<Seen>);
 
@@ -53,6 +58,8 @@ pub(crate) struct LastError(Arc<Seen>);
 struct Seen {
     last: Mutex<Option<Failure>>,
     permanent: Notify,
+    /// Set for a server reached over TLS.
+    tls: Option<PlainTextProbe>,
 }
 
 /// One connection failure, as seen.
@@ -73,17 +80,50 @@ impl Failure {
 }
 
 impl LastError {
+    /// For the connections to `client`'s server: a `rediss://` one gets a
+    /// plain-text probe.
+    pub(crate) fn of(client: &redis::Client) -> Self {
+        Self(Arc::new(Seen {
+            tls: PlainTextProbe::of(client.get_connection_info()),
+            ..Seen::default()
+        }))
+    }
+
     fn last(&self) -> MutexGuard<'_, Option<Failure>> {
         self.0.last.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records a failed connection attempt.
     pub(crate) fn record(&self, error: &redis::RedisError) {
-        let failure = ConnectFailure::of(error);
+        let mut failure = ConnectFailure::of(error);
+        let mut detail = error.to_string();
         tracing::debug!(target: "redlock", %error, %failure, "Redis connection attempt failed");
+        let mut probe = None;
+        if failure == ConnectFailure::Timeout
+            && let Some(tls) = &self.0.tls
+        {
+            match tls.found() {
+                // Timed out again on a port found to speak plain text.
+                Some(found) => {
+                    failure = ConnectFailure::Tls;
+                    detail = found;
+                }
+                None => probe = Some(tls.clone()),
+            }
+        }
+        self.set(failure, detail);
+        // After the timeout is recorded, so the probe's finding replaces it.
+        if let Some(probe) = probe {
+            self.probe(probe);
+        }
+    }
+
+    /// Records `failure`, and wakes the commands waiting for a connection
+    /// when it is one they fail with at once.
+    fn set(&self, failure: ConnectFailure, detail: String) {
         *self.last() = Some(Failure {
             failure,
-            detail: error.to_string(),
+            detail,
             at: Instant::now(),
         });
         if failure.is_permanent()
@@ -96,9 +136,27 @@ impl LastError {
         }
     }
 
+    /// Probes a `rediss://` server that did not answer the TLS handshake,
+    /// in the background: a port found to speak plain text is recorded as
+    /// a TLS failure, which fails the waiting commands at once.
+    fn probe(&self, probe: PlainTextProbe) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let seen = self.clone();
+        runtime.spawn(async move {
+            if let Some(found) = probe.run().await {
+                seen.set(ConnectFailure::Tls, found);
+            }
+        });
+    }
+
     /// A connection was made: what failed before no longer holds.
     fn clear(&self) {
         self.last().take();
+        if let Some(probe) = &self.0.tls {
+            probe.forget();
+        }
     }
 
     /// The last failure, if seen since `since`.
@@ -349,6 +407,22 @@ impl Lane {
 
     pub(crate) fn pool(&self) -> Option<&Pool<RedisConnectionManager>> {
         self.source.pool()
+    }
+
+    /// The last connection failure and its detail, when it is one no
+    /// retry fixes (a wrong password, a TLS failure) and was seen within
+    /// the last connection timeout, with no connection made since.
+    pub(crate) fn permanent_failure(&self) -> Option<(ConnectFailure, String)> {
+        let now = Instant::now();
+        let window = self
+            .source
+            .pool()
+            .map_or(Duration::ZERO, |p| p.config().connection_timeout);
+        let since = now.checked_sub(window).unwrap_or(now);
+        self.last_error
+            .since(since)
+            .filter(|f| f.failure.is_permanent())
+            .map(|f| (f.failure, f.detail))
     }
 
     /// Why no connection came within `limit` (from `since`): the last

@@ -74,6 +74,7 @@ pub(crate) mod memory;
 pub(crate) mod memory_records;
 mod op_error;
 pub(crate) mod open;
+mod probe;
 pub(crate) mod quorum;
 mod records;
 pub(crate) mod redis;

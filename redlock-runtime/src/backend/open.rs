@@ -11,6 +11,7 @@ use redis::aio::ConnectionManager;
 use super::OpError;
 use super::cluster::{ClusterBackend, Seed};
 use super::conn::{Lane, LastError, Source};
+use super::probe::PlainTextProbe;
 use super::quorum::{Node, QuorumBackend};
 use super::redis::{RedisBackend, Replicas};
 use super::sentinel::{SentinelBackend, SentinelNode};
@@ -74,7 +75,7 @@ fn open_lane(client: &redis::Client, redacted: &str, c: &Connect) -> Result<Lane
                 reason: e.to_string(),
             }
         })?;
-    let last_error = LastError::default();
+    let last_error = LastError::of(client);
     // FIFO (bb8's default) with every connection kept idle makes successive
     // check-outs hand out distinct connections.
     let pool = Pool::builder()
@@ -326,6 +327,7 @@ pub(crate) fn sentinel(
         }
         seen.push(addr);
         sentinels.push(SentinelNode {
+            tls_probe: PlainTextProbe::of(client.get_connection_info()),
             client,
             name: redacted,
         });

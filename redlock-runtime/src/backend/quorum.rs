@@ -338,6 +338,35 @@ impl QuorumBackend {
                 .min();
             return Ok(AcquireReply::Busy { pttl });
         }
+        // Nodes that failed for good (a wrong password, a TLS failure: no
+        // connection since): when more than a majority can spare, no retry
+        // reaches one, and the error says why instead of being retried for
+        // the whole wait.
+        let barred: Vec<(&str, ConnectFailure, String)> = answers
+            .iter()
+            .zip(self.nodes.iter())
+            .filter(|(answer, _)| matches!(answer, Some(Answer::Failed(_))))
+            .filter_map(|(_, node)| {
+                let (failure, detail) = node.backend.permanent_failure()?;
+                Some((node.name.as_str(), failure, detail))
+            })
+            .collect();
+        if barred.len() > n - quorum {
+            let failures: Vec<ConnectFailure> = barred.iter().map(|&(_, f, _)| f).collect();
+            let nodes: Vec<String> = barred
+                .iter()
+                .map(|(node, failure, detail)| format!("{node}: {failure} ({detail})"))
+                .collect();
+            return Err(OpError::Connect {
+                failure: ConnectFailure::of_servers(&failures, n - quorum),
+                detail: format!(
+                    "{} of {n} nodes cannot be reached until their settings change, and {quorum} \
+                     must agree ({})",
+                    barred.len(),
+                    nodes.join("; ")
+                ),
+            });
+        }
         Err(OpError::Quorum(Box::new(self.failure(&answers))))
     }
 
@@ -586,13 +615,10 @@ impl QuorumBackend {
         if Tally::of(&answers).yes >= self.quorum {
             return Ok(());
         }
-        // The failed nodes' reason when they agree on one.
-        let failure = match failures.split_first() {
-            Some((first, rest)) if rest.iter().all(|f| f == first) => *first,
-            _ => ConnectFailure::Other,
-        };
+        // Permanent when the nodes that failed for good leave no majority;
+        // else the failed nodes' reason when they agree on one.
         Err(OpError::Connect {
-            failure,
+            failure: ConnectFailure::of_servers(&failures, self.nodes.len() - self.quorum),
             detail: self.failure(&answers).to_string(),
         })
     }

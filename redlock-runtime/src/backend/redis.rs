@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::call::ScriptCall;
 use super::conn::{Lane, Link};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
+use crate::error::ConnectFailure;
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
@@ -497,6 +498,15 @@ impl RedisBackend {
             Some(policy) if limited && policy != "noeviction" => Some(policy.clone()),
             _ => None,
         })
+    }
+
+    /// A connection failure no retry fixes (a wrong password, a TLS
+    /// failure) seen on one of this server's lanes within the last
+    /// connection timeout, with no connection made on it since.
+    pub(crate) fn permanent_failure(&self) -> Option<(ConnectFailure, String)> {
+        self.plain
+            .permanent_failure()
+            .or_else(|| self.waiting.as_ref().and_then(Lane::permanent_failure))
     }
 
     /// Takes a connection now, so a client that builds successfully has

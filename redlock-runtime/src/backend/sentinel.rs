@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::open::{self, Connect};
+use super::probe::PlainTextProbe;
 use super::redis::RedisBackend;
 use super::slots::Addr;
 use super::{Keys, OpError, Renewal};
@@ -48,6 +49,45 @@ pub(crate) struct SentinelNode {
     pub(crate) client: redis::Client,
     /// Its URL, password redacted.
     pub(crate) name: String,
+    /// For a `rediss://` Sentinel: tells a plain-text port from a silent
+    /// Sentinel when it does not answer.
+    pub(crate) tls_probe: Option<PlainTextProbe>,
+}
+
+impl SentinelNode {
+    /// Why this Sentinel gave no answer within `waited`: a plain-text port
+    /// behind a `rediss://` URL (probed now, or found by an earlier probe)
+    /// is a TLS failure; else a timeout.
+    async fn silent(&self, waited: Duration) -> (ConnectFailure, String) {
+        if let Some(probe) = &self.tls_probe
+            && let Some(found) = probe.run().await
+        {
+            return (ConnectFailure::Tls, format!("{}: {found}", self.name));
+        }
+        self.timed_out(waited)
+    }
+
+    /// A Sentinel still asked when the discovery's time ran out: a TLS
+    /// failure if a probe found its port plain; else a timeout, and for a
+    /// `rediss://` Sentinel a probe started for the next discovery to find
+    /// (a call's time limit may end with the Sentinel's own, before its
+    /// probe could run).
+    fn unanswered(&self, waited: Duration) -> (ConnectFailure, String) {
+        if let Some(probe) = &self.tls_probe {
+            match probe.found() {
+                Some(found) => return (ConnectFailure::Tls, format!("{}: {found}", self.name)),
+                None => probe.start(),
+            }
+        }
+        self.timed_out(waited)
+    }
+
+    fn timed_out(&self, waited: Duration) -> (ConnectFailure, String) {
+        (
+            ConnectFailure::Timeout,
+            format!("{}: no answer within {waited:?}", self.name),
+        )
+    }
 }
 
 /// The primary in use.
@@ -156,6 +196,16 @@ impl SentinelBackend {
 
     /// Asks the Sentinels for the primary's address and switches to it. A
     /// discovery that completed while this one waited its turn is used.
+    ///
+    /// When no Sentinel names it, the error keeps the kind of the
+    /// Sentinels' failures ([`ConnectFailure::of_servers`], none spare): a
+    /// Sentinel that rejected the password or the TLS handshake makes it
+    /// [`Auth`](ConnectFailure::Auth) or [`Tls`](ConnectFailure::Tls)
+    /// whatever the others did, because that is a mistake in the client's
+    /// settings that no retry fixes, and the others' outage (a refused
+    /// connection, a timeout) would hide it and have an acquire retry it
+    /// for its whole wait; else, when every Sentinel failed the same way,
+    /// that way; else `Other`, the detail naming each Sentinel's failure.
     pub(crate) async fn discover(&self, limit: Duration) -> Result<Arc<Primary>, OpError> {
         let seen = *self.switches.borrow();
         let Ok(_turn) = tokio::time::timeout(limit, self.discovering.lock()).await else {
@@ -171,7 +221,8 @@ impl SentinelBackend {
         let mut asks: FuturesUnordered<_> = self
             .sentinels
             .iter()
-            .map(|sentinel| async move {
+            .enumerate()
+            .map(|(i, sentinel)| async move {
                 let ask = async {
                     // Bounded by `per_sentinel` below, not by redis-rs's
                     // own (shorter) defaults.
@@ -188,46 +239,52 @@ impl SentinelBackend {
                         .query_async::<Option<(String, u16)>>(&mut conn)
                         .await
                 };
-                match tokio::time::timeout(per_sentinel, ask).await {
-                    Ok(Ok(answer)) => Ok(answer),
-                    Ok(Err(e)) => Err(format!("{}: {e}", sentinel.name)),
-                    Err(_) => Err(format!(
-                        "{}: no answer within {per_sentinel:?}",
-                        sentinel.name
-                    )),
-                }
+                let answer = match tokio::time::timeout(per_sentinel, ask).await {
+                    Ok(Ok(answer)) => {
+                        if let Some(probe) = &sentinel.tls_probe {
+                            probe.forget();
+                        }
+                        Ok(answer)
+                    }
+                    Ok(Err(e)) => Err((ConnectFailure::of(&e), format!("{}: {e}", sentinel.name))),
+                    Err(_) => Err(sentinel.silent(per_sentinel).await),
+                };
+                (i, answer)
             })
             .collect();
         let deadline = Instant::now() + limit;
-        let (mut unknown, mut errors) = (0, Vec::new());
-        while let Ok(Some(answer)) = tokio::time::timeout_at(deadline, asks.next()).await {
+        let mut answered = vec![false; self.sentinels.len()];
+        let (mut unknown, mut failures) = (0, Vec::new());
+        while let Ok(Some((i, answer))) = tokio::time::timeout_at(deadline, asks.next()).await {
+            answered[i] = true;
             match answer {
                 Ok(Some((host, port))) => return self.switch_to(Addr { host, port }),
                 Ok(None) => unknown += 1,
-                Err(e) => errors.push(e),
+                Err(failure) => failures.push(failure),
             }
         }
-        if unknown > 0 && errors.is_empty() {
+        if unknown > 0 && failures.is_empty() {
             return Err(OpError::UnknownMaster {
                 master: self.master.clone(),
                 sentinels: self.sentinels.iter().map(|s| s.name.clone()).collect(),
             });
         }
+        failures.extend(
+            self.sentinels
+                .iter()
+                .zip(&answered)
+                .filter(|&(_, &done)| !done)
+                .map(|(sentinel, _)| sentinel.unanswered(limit)),
+        );
+        let kinds: Vec<ConnectFailure> = failures.iter().map(|&(failure, _)| failure).collect();
+        let details: Vec<String> = failures.into_iter().map(|(_, detail)| detail).collect();
         Err(OpError::Connect {
-            failure: if errors.is_empty() {
-                ConnectFailure::Timeout
-            } else {
-                ConnectFailure::Unreachable
-            },
+            failure: ConnectFailure::of_servers(&kinds, 0),
             detail: format!(
                 "no Sentinel named the primary of `{}` ({} did not know it; {})",
                 self.master,
                 unknown,
-                if errors.is_empty() {
-                    format!("no answer within {limit:?}")
-                } else {
-                    errors.join("; ")
-                }
+                details.join("; ")
             ),
         })
     }
