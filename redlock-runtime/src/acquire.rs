@@ -225,7 +225,9 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     }
 
     let keys = p.shape.keys(&settings.key_prefix, p.key.clone());
-    let token = core.new_token();
+    let mut token = core.new_token();
+    // Whether no attempt went out under `token` yet.
+    let mut unsent = true;
     // A fair waiter holds a place in the line, a waiting writer one in the
     // writers' set (not one that does not wait: it would keep readers out
     // for nothing): both are given back with the rest.
@@ -257,6 +259,17 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                 .command_timeout
                 .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
         };
+        if !unsent && !queued && pending.holds_nothing() {
+            // A token says when its holder took the lock (`owner.rs`), and
+            // `inspect` and busy errors show it: an attempt after a busy
+            // answer goes out under a new one, so that it is the grant's
+            // time, not the start of the wait. Only when nothing of the
+            // last token can be held (no answer lost, no place in a line):
+            // an attempt whose outcome is unknown is followed by one with
+            // the same token, which finds the lock its own.
+            token = core.new_token();
+            pending.retoken(token.clone());
+        }
         let sent = Instant::now();
         let request = Acquire {
             keys: &keys,
@@ -265,8 +278,12 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             want_time: p.hold_at_least.is_some(),
             line: queued.then_some(presence),
             fenced: p.fenced.unwrap_or(settings.fenced),
+            // Only the first attempt may be a plain `SET NX`: the later
+            // ones run the acquire script, which marks a busy lock (its
+            // release then wakes this waiter) and answers its pttl.
             fresh: retries == 0,
         };
+        unsent = false;
         pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
         let (result, pttl) = match attempt {

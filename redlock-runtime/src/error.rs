@@ -13,6 +13,13 @@ fn held_by(holder: Option<&str>) -> String {
     holder.map(|h| format!(" ({h})")).unwrap_or_default()
 }
 
+/// ` (when the wait ended: holder)` for a wait's message, or nothing.
+fn held_at_end(holder: Option<&str>) -> String {
+    holder
+        .map(|h| format!(" (when the wait ended: {h})"))
+        .unwrap_or_default()
+}
+
 /// What to use instead of the synchronizers on a Redlock client.
 pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore or latch keeps \
      its state in one store, and Redlock's independent masters share none; build a client on one \
@@ -42,18 +49,21 @@ pub enum LockError {
         holder: Option<String>,
     },
 
-    /// The lock stayed held by another owner for the whole wait.
+    /// Every attempt during the wait found the lock held by another owner
+    /// (not always the same one: the lock may have changed hands between
+    /// two attempts).
     #[error(
-        "gave up on lock `{key}` after waiting {waited:?}: another owner{} held it the whole \
-         time; allow a longer `.wait(..)` or shorten the other holder's critical section",
-        held_by(holder.as_deref())
+        "gave up on lock `{key}` after waiting {waited:?}: another owner held it at every \
+         attempt{}; allow a longer `.wait(..)` or shorten the other holder's critical section",
+        held_at_end(holder.as_deref())
     )]
     WaitTimeout {
         /// The lock key, without the client's prefix.
         key: String,
         /// How long this caller waited before giving up.
         waited: Duration,
-        /// Who held it when the wait ended (as for [`Busy`](Self::Busy)).
+        /// Who held it when the wait ended (as for [`Busy`](Self::Busy)),
+        /// which may not be who held it when the wait began.
         holder: Option<String>,
     },
 

@@ -69,6 +69,21 @@ impl PendingAcquire {
         self.queued = false;
     }
 
+    /// Nothing of this acquire's token can be held: no attempt on its
+    /// way, none whose outcome is unknown, no place in a line.
+    pub(crate) fn holds_nothing(&self) -> bool {
+        !self.needed()
+    }
+
+    /// The next attempt goes out under `token` (see [`holds_nothing`]:
+    /// only then, as nothing of the old token is given back after this).
+    ///
+    /// [`holds_nothing`]: Self::holds_nothing
+    pub(crate) fn retoken(&mut self, token: String) {
+        debug_assert!(self.holds_nothing());
+        self.token = token;
+    }
+
     fn needed(&self) -> bool {
         self.in_flight || self.unknown || self.queued
     }

@@ -463,13 +463,16 @@
 //!
 //! Every lock is written with its holder's
 //! [`client_name`](LockClientBuilder::client_name) (by default the host
-//! name and process id) and the time it was taken, beside the owner token
-//! and at no extra round trip. [`LockClient::inspect`] reads them back,
+//! name and process id) and the time it was taken (the attempt that took
+//! it, not the start of a wait; in fair mode, the time its holder joined
+//! the line), beside the owner token and at no extra round trip. [`LockClient::inspect`] reads them back,
 //! with the lease left, the last fencing token issued and, in fair mode,
 //! the waiters in line; the readers, writer and permit holders of the
 //! read/write lock and semaphore of the same name too. A
 //! [`LockError::Busy`] or [`LockError::WaitTimeout`] names the holder the
-//! same way, so the log line of a skipped job says who had it:
+//! same way (a wait's error, the holder when the wait ended: the lock may
+//! have changed hands during it), so the log line of a skipped job says
+//! who had it:
 //!
 //! ```text
 //! lock `job:invoices` is held by another owner (billing-7:4121, for 12.4s, lease ends in 17.6s); ...

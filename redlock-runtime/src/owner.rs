@@ -7,6 +7,13 @@
 //! Redis's clock in ms (as the acquiring client estimates it), and the
 //! client's name. Only the name and the time are ever shown.
 //!
+//! The time is that of the attempt that took the lock, not of the start of
+//! a wait: each attempt after a busy answer goes out under a new token
+//! (see `acquire.rs`), except where the old one may still hold something
+//! (an attempt whose answer was lost, a place in a fair line or among the
+//! waiting writers). There the time is when that token was minted, and a
+//! fair waiter's hold is shown from when it joined the line.
+//!
 //! The leading [`MARKABLE`] says that its holder's scripts accept a
 //! waiter's mark on the lock's value (see `scripts::HELD`). A waiter marks
 //! only such a lock: a holder running an older version of this crate

@@ -200,3 +200,56 @@ async fn a_client_name_is_stored_with_each_lock() {
     let err = named.inspect("").await.expect_err("bad key");
     assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
 }
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+fn issue_32_a_holder_that_waited_is_shown_from_when_it_took_the_lock(#[case] backend: Backend) {
+    // The waiter asks for 1.5 s before it gets the lock: `inspect` must
+    // count its hold from then, not from when it started waiting (its
+    // owner token used to be minted once, before the wait).
+    backend.run_threaded(|b| async move {
+        let (first, waiter, other) = (b.client().await, b.client().await, b.client().await);
+        let ttl = Duration::from_secs(20);
+        let held = first
+            .lock("since")
+            .ttl(ttl)
+            .acquire()
+            .await
+            .expect("acquire");
+        let waiting = tokio::spawn(async move {
+            let guard = waiter
+                .lock("since")
+                .ttl(ttl)
+                .wait(Duration::from_secs(15))
+                .acquire()
+                .await;
+            (guard, waiter)
+        });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let released = SystemTime::now();
+        held.release().await.expect("release");
+        let (guard, _waiter) = waiting.await.expect("task");
+        let guard = guard.expect("the waiter takes the lock once it is released");
+        let holder = other
+            .inspect("since")
+            .await
+            .expect("inspect")
+            .holder
+            .expect("held");
+        let since = holder.since.expect("since");
+        // Clock estimates differ by a few milliseconds; the old token's time
+        // was 1.5 s before the release.
+        let slack = Duration::from_millis(300);
+        assert!(
+            since + slack >= released,
+            "{}: shown held since {:?} before the release that let it in",
+            b.name(),
+            released.duration_since(since).unwrap_or_default()
+        );
+        assert!(near_now(since, Duration::from_secs(2)), "{since:?}");
+        guard.release().await.expect("release");
+    });
+}

@@ -42,7 +42,7 @@
 //! 5. run: the body ran holding invoice:7 with fencing token 3, and returned "invoice 7 sent"
 //!    try_run while A holds the lock: None (busy, the body did not run)
 //! 6. B acquire with wait 200ms while A holds it:
-//!    error: gave up on lock `invoice:7` after waiting 200ms: another owner (web-3:4121, for 0.0s, lease ends in 2.0s) held it the whole time; allow a longer `.wait(..)` or shorten the other holder's critical section
+//!    error: gave up on lock `invoice:7` after waiting 200ms: another owner held it at every attempt (when the wait ended: web-3:4121, for 0.2s, lease ends in 1.8s); allow a longer `.wait(..)` or shorten the other holder's critical section
 //!    is_busy() = true, is_transient() = false, key() = Some("invoice:7")
 //!    B acquire with no wait:
 //!    error: lock `invoice:7` is held by another owner (web-3:4121, for 0.2s, lease ends in 1.8s); try again later, or allow waiting with `.wait(..)`
