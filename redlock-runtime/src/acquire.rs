@@ -226,8 +226,6 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
 
     let keys = p.shape.keys(&settings.key_prefix, p.key.clone());
     let mut token = core.new_token();
-    // Whether no attempt went out under `token` yet.
-    let mut unsent = true;
     // A fair waiter holds a place in the line, a waiting writer one in the
     // writers' set (not one that does not wait: it would keep readers out
     // for nothing): both are given back with the rest.
@@ -259,7 +257,8 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
                 .command_timeout
                 .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
         };
-        if !unsent && !queued && pending.holds_nothing() {
+        // (`retries` is 0 only before the first attempt.)
+        if retries > 0 && !queued && pending.holds_nothing() {
             // A token says when its holder took the lock (`owner.rs`), and
             // `inspect` and busy errors show it: an attempt after a busy
             // answer goes out under a new one, so that it is the grant's
@@ -283,7 +282,6 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             // release then wakes this waiter) and answers its pttl.
             fresh: retries == 0,
         };
-        unsent = false;
         pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
         let (result, pttl) = match attempt {

@@ -212,32 +212,28 @@ async fn run_watchdog(weak: Weak<Core>) {
         for (held, reason) in plan.expired {
             held.mark_lost(reason);
         }
-        if plan.renew.is_empty() {
-            let Some(at) = plan.sleep_until else {
-                continue; // only expired leases: plan again
-            };
-            let woken = core.watchdog.woken();
-            drop(core);
-            tokio::select! {
-                () = sleep_until(at) => {}
-                () = woken => {}
-            }
-            continue;
-        }
         let mut sent = false;
         for chunk in plan.renew.chunks(watchdog::MAX_BATCH) {
             let timeout = core.settings.command_timeout;
             sent |= watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
         }
-        if !sent {
-            // Every due lock is being released or finished: wait a little
-            // (or for a change) instead of finding them due again at once.
-            let woken = core.watchdog.woken();
-            drop(core);
-            tokio::select! {
-                () = tokio::time::sleep(watchdog::RELEASING_PAUSE) => {}
-                () = woken => {}
+        let wake_at = if plan.renew.is_empty() {
+            match plan.sleep_until {
+                Some(at) => at,
+                None => continue, // only expired leases: plan again
             }
+        } else if sent {
+            continue; // renewed: plan again at once
+        } else {
+            // Every due lock is being released or finished (see
+            // `watchdog::renew`): look again a little later, not at once.
+            Instant::now() + watchdog::RELEASING_PAUSE
+        };
+        let woken = core.watchdog.woken();
+        drop(core);
+        tokio::select! {
+            () = sleep_until(wake_at) => {}
+            () = woken => {}
         }
     }
 }

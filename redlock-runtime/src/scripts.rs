@@ -307,7 +307,7 @@ return released
 /// minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
 /// expire when the minimum hold ends). A deletion publishes the first fair
 /// waiter's id (`redis.sha1hex` of its token, never the token: see
-/// [`waiter_id`](crate::wakeups::waiter_id)), as [`FAIR_LEAVE`] does, so
+/// `waiter_id` in `wakeups.rs`), as [`FAIR_LEAVE`] does, so
 /// that it is the one woken; an empty message when no one is in line.
 pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(&[HELD, RELEASE_AFTER_HOLD_BODY]);
 const RELEASE_AFTER_HOLD_BODY: &str = r"

@@ -174,20 +174,6 @@ impl FaultProxy {
         self.shared.replies_in_flight.load(Ordering::SeqCst)
     }
 
-    /// Waits until the server answered a command whose reply the proxy holds
-    /// ([`FaultProxy::replies_waiting`] above 0); `false` if that did not happen
-    /// within `limit`.
-    pub async fn await_reply_held(&self, limit: Duration) -> bool {
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            if self.replies_waiting() > 0 {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        false
-    }
-
     /// Closes every current connection, on both sides. New connections are accepted
     /// afterwards as usual.
     ///

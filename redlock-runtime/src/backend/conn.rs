@@ -409,18 +409,21 @@ impl Lane {
         self.source.pool()
     }
 
+    /// Where the connection failures that still count begin: one
+    /// connection timeout before `now` (now itself without a pool).
+    fn recent(&self, now: Instant) -> Instant {
+        self.source
+            .pool()
+            .and_then(|p| now.checked_sub(p.config().connection_timeout))
+            .unwrap_or(now)
+    }
+
     /// The last connection failure and its detail, when it is one no
     /// retry fixes (a wrong password, a TLS failure) and was seen within
     /// the last connection timeout, with no connection made since.
     pub(crate) fn permanent_failure(&self) -> Option<(ConnectFailure, String)> {
-        let now = Instant::now();
-        let window = self
-            .source
-            .pool()
-            .map_or(Duration::ZERO, |p| p.config().connection_timeout);
-        let since = now.checked_sub(window).unwrap_or(now);
         self.last_error
-            .since(since)
+            .since(self.recent(Instant::now()))
             .filter(|f| f.failure.is_permanent())
             .map(|f| (f.failure, f.detail))
     }
@@ -469,19 +472,10 @@ impl Lane {
         if let Some(link) = self.slot(i).as_ref() {
             return Ok((link.clone(), true));
         }
-        let since = Instant::now();
         // A failure seen in the last connection timeout still counts: a
         // wrong password fails the next command at once, not after the
         // timeout.
-        let recent = self
-            .source
-            .pool()
-            .map(|p| {
-                since
-                    .checked_sub(p.config().connection_timeout)
-                    .unwrap_or(since)
-            })
-            .unwrap_or(since);
+        let recent = self.recent(Instant::now());
         let timed_out = |timeout| match self.last_error.since(recent) {
             Some(f) => f.into_error(),
             None => OpError::Pool {

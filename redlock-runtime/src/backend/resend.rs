@@ -6,7 +6,7 @@
 //! primary. Every call is safe to repeat, but the repeat's answer does not
 //! always mean what the first one's would have: a release re-sent after
 //! the first one ran finds the key gone and answers "not the owner". The
-//! end of a lease ([`HeldLock::end`]) runs its call under [`track`] to
+//! end of a lease (`HeldLock::end`, in `lock.rs`) runs its call under [`track`] to
 //! learn whether that happened, and the places that re-send say so with
 //! [`note`]; see the crate docs, "A lost answer is not a lost lock", for
 //! what the end of a lease concludes.
@@ -17,7 +17,6 @@
 //! [`note`] does nothing.
 //!
 //! [`RedisBackend::run`]: super::redis::RedisBackend
-//! [`HeldLock::end`]: crate::lock::HeldLock
 
 use std::future::Future;
 use std::sync::Arc;
