@@ -215,7 +215,18 @@ async fn run_watchdog(weak: Weak<Core>) {
         let mut sent = false;
         for chunk in plan.renew.chunks(watchdog::MAX_BATCH) {
             let timeout = core.settings.command_timeout;
-            sent |= watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
+            let renewed = watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
+            sent |= renewed.sent;
+            for (held, at) in renewed.gone {
+                // Why it was lost costs a read: off this loop, so that the
+                // other locks' renewals do not wait for it.
+                let core = Arc::clone(&core);
+                tokio::spawn(async move {
+                    let settings = &core.settings;
+                    let (prefix, limit) = (&settings.key_prefix, settings.command_timeout);
+                    held.lose(&core.backend, prefix, at, limit).await;
+                });
+            }
         }
         let wake_at = if plan.renew.is_empty() {
             match plan.sleep_until {

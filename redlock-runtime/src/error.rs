@@ -405,30 +405,48 @@ pub(crate) fn is_refused_for_now(e: &redis::RedisError) -> bool {
 }
 
 /// Why a lock is known or presumed lost.
+///
+/// When the store answers that a lease is no longer this owner's, the
+/// client reads the name once more to tell [`TakenOver`](Self::TakenOver)
+/// from [`Expired`](Self::Expired) and [`TokenGone`](Self::TokenGone)
+/// (only then: a renewal or release that succeeds costs nothing more).
+/// An idempotency record and a semaphore's permits are never taken over by
+/// another owner's token: theirs is `Expired` or `TokenGone`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
-    /// Redis no longer holds this guard's token under the key: the lease
-    /// expired or the key was deleted, and another owner may hold it now.
+    /// The key no longer held this owner's token although the lease still
+    /// had time when the call that found this went out, and no other
+    /// owner held it: the key did not expire, it was deleted (by hand, or
+    /// by a `FLUSHDB`) or lost with its server (a restart without
+    /// persistence, a failover to a replica that had not received it).
     TokenGone,
     /// Renewal could not reach Redis before the lease would have run out, so
     /// the lock is presumed lost.
     Unconfirmed,
-    /// The lease ran out and nothing renewed it (watchdog turned off).
+    /// The lease ran out before it was renewed or released, and no other
+    /// owner held the lock when this was found: the watchdog was off
+    /// (`renew(false)`), or the call came after the lease's end.
     Expired,
     /// The lock was released by its holder: a reentrant guard or a
     /// [`CurrentLock`](crate::CurrentLock) that outlived its scope, or a
     /// re-entry into it, no longer holds anything.
     Released,
+    /// Another owner holds the lock now (for a read lock: a writer): this
+    /// owner's lease ended (it ran out, or the key was deleted or lost)
+    /// and another took it. Work done under the two may overlap: what the
+    /// fencing token is for.
+    TakenOver,
 }
 
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Self::TokenGone => "the lock no longer holds this owner's token (the lease expired or the key was deleted)",
+            Self::TokenGone => "the key was gone while its lease still had time (deleted, or lost with a restart or failover of its server)",
             Self::Unconfirmed => "renewal could not reach Redis before the lease ran out",
-            Self::Expired => "the lease ran out without renewal (the watchdog was off)",
+            Self::Expired => "the lease ran out before it was renewed or released",
             Self::Released => "the lock was already released by the scope that held it",
+            Self::TakenOver => "another owner holds it now (this lease ended and it was taken)",
         })
     }
 }

@@ -115,7 +115,10 @@ impl LockGuard {
             return Err(self.lost_error(LostReason::Released));
         }
         let limit = self.core.settings().command_timeout;
-        self.held.fencing_token(self.core.backend(), limit).await
+        let prefix = &self.core.settings().key_prefix;
+        (self.held)
+            .fencing_token(self.core.backend(), prefix, limit)
+            .await
     }
 
     /// The lock's `tracing` span, `redlock.hold{key, fencing_token}`: open
@@ -201,8 +204,9 @@ impl LockGuard {
                 Ok(())
             }
             Ok(false) => {
-                held.mark_lost(LostReason::TokenGone);
-                Err(self.lost_error(LostReason::TokenGone))
+                let prefix = &self.core.settings().key_prefix;
+                let reason = held.lose(backend, prefix, sent, limit).await;
+                Err(self.lost_error(reason))
             }
             Err(e) => Err(e.into_lock_error(held.key(), Operation::Extend)),
         }
@@ -227,31 +231,42 @@ impl LockGuard {
         // Wait out a renewal in flight, and stop renewals, before the release
         // is sent: no renewal can follow it.
         let span = telemetry::release_span(held.span(), held.key(), held.fence());
-        let result = async {
+        let (result, sent) = async {
             let gate = held.gate().await;
             core.watchdog().deregister(renewal_id);
+            let sent = Instant::now();
             let result = held
                 .end(core.backend(), core.settings().command_timeout)
                 .await;
             drop(gate);
-            result
+            (result, sent)
         }
         .instrument(span.clone())
         .await;
         self.released = true;
         held.set_ended();
         telemetry::held(held.labels(), held.held_for());
+        // `Some(why)` when the store said the lock was no longer this
+        // owner's (asked before the span is entered: its guard is not held
+        // across an await).
+        let result = match result {
+            Ok(true) => Ok(None),
+            Ok(false) => {
+                let (backend, settings) = (core.backend(), core.settings());
+                let limit = settings.command_timeout;
+                let why = held.lose(backend, &settings.key_prefix, sent, limit);
+                Ok(Some(why.instrument(span.clone()).await))
+            }
+            Err(e) => Err(e),
+        };
         let _entered = span.enter();
         match result {
-            Ok(true) => {
+            Ok(None) => {
                 telemetry::released(held.labels(), How::Release);
                 tracing::debug!(target: "redlock", key = %held.key(), fence = held.fence(), "lock released");
                 Ok(())
             }
-            Ok(false) => {
-                held.mark_lost(LostReason::TokenGone);
-                Err(self.lost_error(LostReason::TokenGone))
-            }
+            Ok(Some(reason)) => Err(self.lost_error(reason)),
             Err(e) => {
                 // The release may not have reached Redis, or its answer was
                 // lost: it goes on from a task of its own, as a dropped
@@ -338,8 +353,9 @@ impl LockGuard {
                 Ok(LockGuard::new(core, read))
             }
             Ok(false) => {
-                held.mark_lost(LostReason::TokenGone);
-                Err(self.lost_error(LostReason::TokenGone))
+                let prefix = &core.settings().key_prefix;
+                let reason = held.lose(backend, prefix, sent, limit).await;
+                Err(self.lost_error(reason))
             }
             Err(e) => Err(e.into_lock_error(held.key(), Operation::Extend)),
         }

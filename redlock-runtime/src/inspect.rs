@@ -124,14 +124,7 @@ async fn read(
     key: &str,
     limit: Duration,
 ) -> Result<Inspection, crate::backend::OpError> {
-    let prefix = &core.settings().key_prefix;
-    let keys = Keys::new(prefix, key.to_owned());
-    let rw = Shape::Write.keys(prefix, key.to_owned());
-    let semaphore = Shape::Permits {
-        limit: 1,
-        permits: 1,
-    }
-    .keys(prefix, key.to_owned());
+    let [keys, rw, semaphore] = Keys::of_name(&core.settings().key_prefix, key);
     let inspect = Inspect {
         keys: &keys,
         rw: &rw,

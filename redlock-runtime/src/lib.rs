@@ -548,6 +548,7 @@ mod inspect;
 mod install;
 mod latch;
 mod lock;
+mod loss;
 pub mod metrics;
 mod multi;
 mod owner;

@@ -20,6 +20,7 @@ use tracing::Span;
 
 use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal, resend};
 use crate::error::{LockError, LostReason, Operation};
+use crate::loss;
 use crate::telemetry::{self, Labels};
 
 /// What an acquire that succeeded hands to [`HeldLock::new`].
@@ -210,6 +211,7 @@ impl HeldLock {
     pub(crate) async fn fencing_token(
         &self,
         backend: &Backend,
+        prefix: &str,
         limit: Duration,
     ) -> Result<u64, LockError> {
         if let Some(fence) = self.issued_fence() {
@@ -230,16 +232,14 @@ impl HeldLock {
             keys: &self.keys,
             token: &self.token,
         };
+        let sent = Instant::now();
         match backend.issue_fence(&issue, limit).await {
             Ok(Some(fence)) => {
                 self.fence.store(fence, Ordering::Release);
                 self.span.record("fencing_token", fence);
                 Ok(fence)
             }
-            Ok(None) => {
-                self.mark_lost(LostReason::TokenGone);
-                Err(lost(LostReason::TokenGone))
-            }
+            Ok(None) => Err(lost(self.lose(backend, prefix, sent, limit).await)),
             Err(e) => Err(e.into_lock_error(&self.keys.user, Operation::Fence)),
         }
     }
@@ -392,6 +392,30 @@ impl HeldLock {
     }
 
     /// Marks the lock lost (once) and wakes every [`Lost`] future.
+    /// Marks the lock lost after the store answered, to a call sent at
+    /// `sent`, that this owner no longer holds it; returns why (see
+    /// `loss.rs`), or the reason already known.
+    pub(crate) async fn lose(
+        &self,
+        backend: &Backend,
+        prefix: &str,
+        sent: Instant,
+        limit: Duration,
+    ) -> LostReason {
+        if let Some(known) = self.lost_reason() {
+            return known;
+        }
+        let found = loss::Found {
+            keys: &self.keys,
+            token: &self.token,
+            prefix,
+            in_lease: sent < self.lease().deadline,
+        };
+        let reason = loss::why(backend, found, limit).await;
+        self.mark_lost(reason);
+        self.lost_reason().unwrap_or(reason)
+    }
+
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         let first = self.lost.send_if_modified(|current| {
             if current.is_none() {

@@ -167,7 +167,10 @@ impl CurrentLock {
     /// As [`LockGuard::fencing_token`](crate::LockGuard::fencing_token).
     pub async fn fencing_token(&self) -> Result<u64, crate::LockError> {
         let limit = self.core.settings().command_timeout;
-        self.held.fencing_token(self.core.backend(), limit).await
+        let prefix = &self.core.settings().key_prefix;
+        (self.held)
+            .fencing_token(self.core.backend(), prefix, limit)
+            .await
     }
 
     /// True while the lock is presumed held (see

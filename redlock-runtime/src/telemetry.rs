@@ -156,6 +156,7 @@ pub(crate) fn lost(labels: &Labels, reason: LostReason) {
             LostReason::Unconfirmed => "unconfirmed",
             LostReason::Expired => "expired",
             LostReason::Released => "released",
+            LostReason::TakenOver => "taken_over",
         },
     );
 }

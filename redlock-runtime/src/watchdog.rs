@@ -175,8 +175,20 @@ impl Watchdog {
     }
 }
 
+/// What one batch's renewal came back with.
+#[derive(Default)]
+pub(crate) struct Renewed {
+    /// Whether a round trip was sent (see [`renew`]).
+    pub(crate) sent: bool,
+    /// The locks the store said are no longer this owner's, each with
+    /// when its renewal was sent: no longer renewed, and to be marked lost
+    /// with the reason [`HeldLock::lose`] finds, which costs a read, off
+    /// the watchdog's loop.
+    pub(crate) gone: Vec<(Arc<HeldLock>, Instant)>,
+}
+
 /// Renews one batch in one round trip, and records what came back.
-/// `false` when no round trip was sent: every lock of the batch is being
+/// Nothing is sent when every lock of the batch is being
 /// released or finished (its gate is held), and that release decides its
 /// fate. The caller must not plan again at once then: the locks are still
 /// due, and a loop that finds them so without ever waiting would hold its
@@ -188,7 +200,7 @@ pub(crate) async fn renew(
     command_timeout: Duration,
     watchdog: &Watchdog,
     batch: &[(u64, Arc<HeldLock>)],
-) -> bool {
+) -> Renewed {
     // Hold each lock's renewal gate, so a release waits for a renewal in
     // flight and none is sent after it. A lock being released is skipped.
     let gated: Vec<(u64, &Arc<HeldLock>, OwnedMutexGuard<()>)> = batch
@@ -196,7 +208,7 @@ pub(crate) async fn renew(
         .filter_map(|(id, held)| held.try_gate().map(|gate| (*id, held, gate)))
         .collect();
     if gated.is_empty() {
-        return false;
+        return Renewed::default();
     }
     let sent = Instant::now();
     let leases: Vec<_> = gated.iter().map(|(_, held, _)| held.lease()).collect();
@@ -212,6 +224,7 @@ pub(crate) async fn renew(
     let result = backend.extend_many(&renewals, limit).await;
     watchdog.state().round_trips += 1;
     let now = Instant::now();
+    let mut gone = Vec::new();
     match result {
         Ok(answers) => {
             for (((id, held, _gate), lease), answer) in gated.iter().zip(&leases).zip(answers) {
@@ -222,7 +235,7 @@ pub(crate) async fn renew(
                     }
                     Ok(false) => {
                         watchdog.deregister(*id);
-                        held.mark_lost(LostReason::TokenGone);
+                        gone.push((Arc::clone(held), sent));
                     }
                     Err(error) => retry_later(watchdog, *id, held, now, &error),
                 }
@@ -234,7 +247,7 @@ pub(crate) async fn renew(
             }
         }
     }
-    true
+    Renewed { sent: true, gone }
 }
 
 fn retry_later(

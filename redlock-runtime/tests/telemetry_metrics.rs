@@ -148,6 +148,34 @@ async fn lock_counters_and_histograms() {
     );
     drop(guard);
 
+    // The key deleted and taken by another owner before the next renewal:
+    // counted under the reason the client read (issue 32).
+    let guard = a
+        .lock("mx:5")
+        .ttl(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("acquire");
+    let mut raw = redlock_tests::raw_connection(redis.url()).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg("lock:{mx:5}")
+        .query_async(&mut raw)
+        .await
+        .expect("DEL");
+    let taker = b.lock("mx:5").acquire().await.expect("free after the DEL");
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("lost by the next renewal");
+    assert_eq!(reason, LostReason::TakenOver);
+    assert_eq!(
+        value(
+            "redlock_lock_lost_total",
+            &[("lock", "mx"), ("reason", "taken_over")]
+        ),
+        1.0
+    );
+    drop((guard, taker));
+
     // An acquire error, by kind.
     let err = a.lock("").acquire().await.expect_err("empty key");
     assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");

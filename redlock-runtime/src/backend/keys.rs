@@ -89,6 +89,17 @@ impl Keys {
         }
     }
 
+    /// Everything kept under one name, as `Inspect` reads it: the lock's
+    /// keys, the read/write lock's (of its `Write` side) and the
+    /// semaphore's (its limit and permits play no part in a read).
+    pub(crate) fn of_name(prefix: &str, name: &str) -> [Keys; 3] {
+        [
+            Keys::new(prefix, name.to_owned()),
+            Keys::rw(prefix, name.to_owned(), Kind::Write),
+            Keys::semaphore(prefix, name.to_owned(), 1, 1),
+        ]
+    }
+
     /// The keys a renewal of this kind resets: the lock (a lock, a record,
     /// a writer), the readers (a reader), or the holders and their counts
     /// (a semaphore's permits).
