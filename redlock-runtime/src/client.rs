@@ -139,6 +139,48 @@ impl LockClient {
         crate::inspect::inspect(&self.core, key).await
     }
 
+    /// The break-glass for a lock whose holder is stuck: ends the lock and
+    /// the read/write lock named `key`, whoever holds them, raises their
+    /// fencing counters so every later token is above the ended holders',
+    /// and wakes their waiters. The ended holders' guards learn it at
+    /// their next renewal (within a third of their ttl) or release: their
+    /// [`lost()`](crate::LockGuard::lost) and errors say
+    /// [`LostReason::EndedByOperator`](crate::LostReason::EndedByOperator),
+    /// and their work may still be running, which is what fencing tokens
+    /// are for. Logged at warn level with this client's name.
+    ///
+    /// A semaphore's permits are not ended: each holder's lease runs out
+    /// by itself. On Redlock it runs on every node and succeeds when a
+    /// majority did.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use redlock_runtime::{LockClient, LostReason};
+    ///
+    /// let locks = LockClient::in_memory();
+    /// let stuck = locks.lock("job:invoices").acquire().await?;
+    /// let token = stuck.fencing_token().await?;
+    ///
+    /// let operator = locks.force_release("job:invoices").await?;
+    /// assert_eq!(operator.ended.len(), 1);
+    /// assert!(operator.fencing_token > Some(token));
+    /// let next = locks.lock("job:invoices").acquire().await?;
+    /// assert!(next.fencing_token().await? > token);
+    /// assert_eq!(stuck.extend(std::time::Duration::from_secs(5)).await.unwrap_err().to_string(),
+    ///     "lock `job:invoices` was lost: an operator ended the lease (force_release); work done \
+    ///      under it may have overlapped with another holder, so guard writes with the fencing token");
+    /// # Ok::<(), redlock_runtime::LockError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidKey`](crate::LockError::InvalidKey) for a bad
+    /// key; Redis failures as for an acquire (the release may have run:
+    /// run it again, it ends nothing twice).
+    pub async fn force_release(&self, key: &str) -> Result<crate::ForceReleased, crate::LockError> {
+        crate::force::force_release(&self.core, key).await
+    }
+
     /// The name written with each lock this client takes (see
     /// [`LockClientBuilder::client_name`](crate::LockClientBuilder::client_name)).
     pub fn client_name(&self) -> &str {

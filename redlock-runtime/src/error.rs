@@ -437,6 +437,10 @@ pub enum LostReason {
     /// and another took it. Work done under the two may overlap: what the
     /// fencing token is for.
     TakenOver,
+    /// An operator ended the lease with
+    /// [`LockClient::force_release`](crate::LockClient::force_release),
+    /// which also raised the fencing counter above this owner's token.
+    EndedByOperator,
 }
 
 impl fmt::Display for LostReason {
@@ -447,6 +451,7 @@ impl fmt::Display for LostReason {
             Self::Expired => "the lease ran out before it was renewed or released",
             Self::Released => "the lock was already released by the scope that held it",
             Self::TakenOver => "another owner holds it now (this lease ended and it was taken)",
+            Self::EndedByOperator => "an operator ended the lease (force_release)",
         })
     }
 }
@@ -466,6 +471,9 @@ pub enum Operation {
     /// Issuing a lock's fencing token on first ask
     /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)).
     Fence,
+    /// Ending a lock whoever holds it
+    /// ([`LockClient::force_release`](crate::LockClient::force_release)).
+    ForceRelease,
 }
 
 impl fmt::Display for Operation {
@@ -476,6 +484,7 @@ impl fmt::Display for Operation {
             Self::Release => "release",
             Self::Inspect => "inspect",
             Self::Fence => "fencing token",
+            Self::ForceRelease => "force release",
         })
     }
 }

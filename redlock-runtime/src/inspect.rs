@@ -29,7 +29,8 @@ pub struct Holder {
 }
 
 impl Holder {
-    fn of(lease: &Lease) -> Holder {
+    /// The holder a stored lease names (the public part of its token).
+    pub(crate) fn of(lease: &Lease) -> Holder {
         let public = crate::owner::parse(&lease.token);
         Holder {
             client_name: public.map(|(name, _)| name.to_owned()),

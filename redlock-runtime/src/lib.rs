@@ -542,6 +542,7 @@ mod connect_failure;
 mod constructors;
 mod core;
 mod error;
+mod force;
 mod giveback;
 mod guard;
 mod inspect;
@@ -572,6 +573,7 @@ pub use client::LockClient;
 pub use error::{
     ConfigError, ConnectFailure, LockError, LostReason, NodeFailure, Operation, QuorumDetail,
 };
+pub use force::ForceReleased;
 pub use guard::LockGuard;
 pub use inspect::{Holder, LockInfo};
 pub use install::{install, installed, require_installed};

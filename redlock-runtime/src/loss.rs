@@ -6,6 +6,9 @@
 //! the name (what `LockClient::inspect` reads) and is done only on this
 //! rare path, never on a renewal or release that succeeds. The reason is
 //! decided, first match wins:
+//! 0. **Ended by an operator**: `LockClient::force_release` kept this
+//!    owner's id (`waiter_id`: a hash of its token) with the name, for
+//!    the fencing counter's retention.
 //! 1. **Taken over**: another owner's token is there now (a lock's or a
 //!    writer's holder; for a reader, a writer).
 //! 2. **Expired**: the call that found the lease gone went out when this
@@ -31,6 +34,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, Inspect, Inspection, Keys, Kind};
 use crate::error::LostReason;
+use crate::wakeups::waiter_id;
 
 /// What a lease was when the call that found it gone was sent.
 #[derive(Debug, Clone, Copy)]
@@ -60,10 +64,13 @@ pub(crate) async fn why(backend: &Backend, found: Found<'_>, limit: Duration) ->
         }
         Kind::Record | Kind::Permits { .. } | Kind::Latch => None,
     };
-    if let Some(now) = &read
-        && taken_over(found.keys.kind, found.token, now)
-    {
-        return LostReason::TakenOver;
+    if let Some(now) = &read {
+        if now.ended.contains(&waiter_id(found.token)) {
+            return LostReason::EndedByOperator;
+        }
+        if taken_over(found.keys.kind, found.token, now) {
+            return LostReason::TakenOver;
+        }
     }
     if found.in_lease {
         LostReason::TokenGone

@@ -17,10 +17,12 @@ use redis::Script;
 
 mod batch;
 mod fair;
+mod force;
 mod inspect;
 mod sync;
 pub(crate) use batch::BATCH;
 pub(crate) use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
+pub(crate) use force::FORCE_RELEASE;
 pub(crate) use inspect::INSPECT;
 pub(crate) use sync::*;
 
@@ -425,7 +427,7 @@ pub(crate) fn renew_scripts() -> [&'static Script; 3] {
 
 /// Every script, for the checks below.
 #[cfg(test)]
-pub(crate) const ALL: [(&str, &Lua); 27] = [
+pub(crate) const ALL: [(&str, &Lua); 28] = [
     ("ACQUIRE", &ACQUIRE),
     ("BATCH", &BATCH),
     ("ISSUE_FENCE", &ISSUE_FENCE),
@@ -453,6 +455,7 @@ pub(crate) const ALL: [(&str, &Lua); 27] = [
     ("LATCH_READ", &LATCH_READ),
     ("GROUP_ACQUIRE", &GROUP_ACQUIRE),
     ("INSPECT", &INSPECT),
+    ("FORCE_RELEASE", &FORCE_RELEASE),
 ];
 
 #[cfg(test)]

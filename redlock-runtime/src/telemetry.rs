@@ -157,6 +157,7 @@ pub(crate) fn lost(labels: &Labels, reason: LostReason) {
             LostReason::Expired => "expired",
             LostReason::Released => "released",
             LostReason::TakenOver => "taken_over",
+            LostReason::EndedByOperator => "ended_by_operator",
         },
     );
 }

@@ -1,6 +1,7 @@
-//! A lost lock says why (issue 32, part 3): taken over by another owner,
-//! gone while its lease had time (deleted, lost with its server), or run
-//! out — through the watchdog's `lost()`, an `extend`, a `release` and a
+//! A lost lock says why (issue 32, part 3): ended by an operator's
+//! `force_release` (issue 37, part 3, tested here on every backend), taken
+//! over by another owner, gone while its lease had time (deleted, lost
+//! with its server), or run out — through the watchdog's `lost()`, an `extend`, a `release` and a
 //! fencing token asked for late, on one Redis, Redlock, a Cluster and
 //! Sentinel. The keys are deleted behind the client's back with a raw
 //! `DEL` on every server (a node that does not own the key answers with
@@ -8,8 +9,8 @@
 
 use std::time::Duration;
 
-use redlock_runtime::{LockError, LostReason};
-use redlock_tests::{Backend, Started, raw_connection};
+use redlock_runtime::{__private::owner_token, LockError, LostReason};
+use redlock_tests::{Backend, FencedStore, Started, raw_connection};
 use rstest::rstest;
 
 /// Deletes `key` wherever it is, as someone with `redis-cli` would.
@@ -178,5 +179,190 @@ fn a_lease_that_ran_out_unrenewed_says_expired_even_once_taken(#[case] backend: 
             .expect("free once expired");
         assert_eq!(lost_reason(guard.release().await), LostReason::Expired);
         taker.release().await.expect("release");
+    });
+}
+
+/// The operator's break-glass (issue 37, part 3), and the reason its
+/// victims give (issue 32, part 3): a stuck holder's lock is ended, its
+/// fencing token falls below every later one, so a fenced store rejects
+/// its late write; its guard says an operator ended it.
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn force_release_ends_a_stuck_holder_which_learns_an_operator_ended_it(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let (stuck, next, operator) = (b.client().await, b.client().await, b.client().await);
+        let mut store = FencedStore::default();
+        let guard = (stuck.lock("reasons:stuck"))
+            .ttl(Duration::from_secs(3))
+            .acquire()
+            .await
+            .expect("acquire");
+        let old = guard.fencing_token().await.expect("fencing token");
+        assert!(
+            store.write(old, 1),
+            "the holder writes while it holds the lock"
+        );
+
+        let ended = operator
+            .force_release("reasons:stuck")
+            .await
+            .expect("force release");
+        assert_eq!(ended.ended.len(), 1, "{}: {ended:?}", b.name());
+        assert_eq!(
+            ended.ended[0].client_name.as_deref(),
+            Some(stuck.client_name())
+        );
+        assert!(ended.fencing_token > Some(old), "{}: {ended:?}", b.name());
+        let printed = format!("{ended:?}");
+        assert!(!printed.contains(owner_token(&guard)), "{printed}");
+
+        // The next holder gets in at once and its token is above the old.
+        let taker = next
+            .lock("reasons:stuck")
+            .acquire()
+            .await
+            .expect("free at once");
+        let new = taker.fencing_token().await.expect("fencing token");
+        assert!(new > old, "{}: {new} after {old}", b.name());
+        assert!(store.write(new, 2));
+        assert!(
+            !store.write(old, 1),
+            "{}: the ended holder's late write is rejected",
+            b.name()
+        );
+
+        // The stuck holder's watchdog finds out at its next renewal, and
+        // says who ended it, although another owner holds the lock now.
+        let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{}: the watchdog saw the end", b.name()));
+        assert_eq!(reason, LostReason::EndedByOperator, "{}", b.name());
+        assert_eq!(
+            lost_reason(guard.release().await),
+            LostReason::EndedByOperator
+        );
+        assert!(taker.is_held());
+        taker
+            .release()
+            .await
+            .expect("the taker's lock is untouched");
+
+        // Nothing held: nothing ended, no error; a bad key is refused.
+        let nothing = operator.force_release("reasons:stuck").await.expect("free");
+        assert!(
+            !nothing.ended_any() && nothing.fencing_token.is_none(),
+            "{nothing:?}"
+        );
+        let err = operator.force_release("").await.expect_err("empty key");
+        assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
+    });
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let (held, waiting, operator) = (b.client().await, b.client().await, b.client().await);
+        let ttl = Duration::from_secs(30);
+        let writer = held
+            .rw_lock("reasons:rw")
+            .write()
+            .ttl(ttl)
+            .acquire()
+            .await
+            .expect("write");
+        let old = writer.fencing_token().await.expect("fencing token");
+        let waiter = tokio::spawn(async move {
+            let guard = (waiting.rw_lock("reasons:rw").write())
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await;
+            (guard, waiting)
+        });
+        // Bounded: the waiter shows in line within 5 s.
+        let mut polls = 0;
+        while !(operator.inspect("reasons:rw").await).is_ok_and(|i| i.waiting_writers == 1) {
+            polls += 1;
+            assert!(
+                polls < 500,
+                "{}: the waiting writer never showed in line",
+                b.name()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let ended = operator
+            .force_release("reasons:rw")
+            .await
+            .expect("force release");
+        assert_eq!(ended.ended.len(), 1, "{}: {ended:?}", b.name());
+        assert!(ended.write_fencing_token > Some(old), "{ended:?}");
+        // Woken at once, not when the writer's 30 s lease would end.
+        let (guard, _waiting) = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("{}: the waiting writer was woken", b.name()))
+            .expect("join");
+        let guard = guard.expect("the waiting writer gets the lock");
+        assert!(guard.fencing_token().await.expect("token") > old);
+        assert_eq!(
+            lost_reason(writer.extend(ttl).await),
+            LostReason::EndedByOperator
+        );
+        guard.release().await.expect("release");
+    });
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+fn force_release_of_a_fair_lock_hands_it_to_the_first_in_line(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let (held, waiting, operator) = (b.client().await, b.client().await, b.client().await);
+        let ttl = Duration::from_secs(30);
+        let holder = held
+            .lock("reasons:fair")
+            .fair()
+            .ttl(ttl)
+            .acquire()
+            .await
+            .expect("acquire");
+        let waiter = tokio::spawn(async move {
+            let guard = (waiting.lock("reasons:fair").fair())
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await;
+            (guard, waiting)
+        });
+        let mut polls = 0;
+        while !(operator.inspect("reasons:fair").await).is_ok_and(|i| i.waiters == 1) {
+            polls += 1;
+            assert!(
+                polls < 500,
+                "{}: the fair waiter never showed in line",
+                b.name()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let ended = operator
+            .force_release("reasons:fair")
+            .await
+            .expect("force release");
+        assert_eq!(ended.ended.len(), 1, "{}: {ended:?}", b.name());
+        let (guard, _waiting) = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("{}: the first in line was woken", b.name()))
+            .expect("join");
+        let guard = guard.expect("the first in line gets the lock");
+        assert_eq!(
+            lost_reason(holder.release().await),
+            LostReason::EndedByOperator
+        );
+        guard.release().await.expect("release");
     });
 }

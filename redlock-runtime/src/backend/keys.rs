@@ -142,6 +142,13 @@ impl Keys {
         format!("{}:queue", self.lock)
     }
 
+    /// The holders of this name's lock and read/write lock that an
+    /// operator ended (a set of their `waiter_id`s: see
+    /// `scripts::FORCE_RELEASE`), on a lock's keys.
+    pub(crate) fn ended(&self) -> String {
+        format!("{}:ended", self.lock)
+    }
+
     /// Fair mode: each waiter's presence deadline (a sorted set).
     pub(crate) fn waiters(&self) -> String {
         format!("{}:waiters", self.lock)

@@ -1,6 +1,6 @@
 //! Locks in process memory, with the same semantics as on Redis.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use super::{
 };
 use crate::wakeups::{LocalWake, waiter_id};
 
+mod force;
 mod inspect;
 mod sync;
 
@@ -53,22 +54,29 @@ struct Fence {
 }
 
 impl State {
-    /// Gives the lock to `token` until `expires`; its new fencing token.
-    fn take(&mut self, keys: &Keys, token: &str, expires: Instant, retention: Duration) -> u64 {
+    /// Raises the counter at `counter` by one, kept for `retention` from
+    /// now: the token it issues (`NEXT_FENCE` on Redis).
+    fn next_fence(&mut self, counter: &str, retention: Duration) -> u64 {
         let now = Instant::now();
-        let current = match self.fences.get(&keys.fence) {
+        let current = match self.fences.get(counter) {
             Some(f) if f.keep_until > now => f.value,
             // Forgotten (or due to be): tokens go on above every one swept.
             _ => 0,
         };
         let fence = current.max(self.forgotten) + 1;
         self.fences.insert(
-            keys.fence.clone(),
+            counter.to_owned(),
             Fence {
                 value: fence,
                 keep_until: now + retention,
             },
         );
+        fence
+    }
+
+    /// Gives the lock to `token` until `expires`; its new fencing token.
+    fn take(&mut self, keys: &Keys, token: &str, expires: Instant, retention: Duration) -> u64 {
+        let fence = self.next_fence(&keys.fence, retention);
         self.held.insert(
             keys.lock.clone(),
             Held {
@@ -95,6 +103,9 @@ struct State {
     /// The read/write locks' readers and writers, semaphores, latches
     /// (boxed: most stores never use them).
     sync: Box<sync::SyncState>,
+    /// The holders an operator ended, by the name's `Keys::ended` key:
+    /// their `waiter_id`s, kept until the instant (`FORCE_RELEASE`'s set).
+    ended: HashMap<String, (HashSet<String>, Instant)>,
 }
 
 /// Sweep expired held, counters and dead waiters every this many
@@ -118,6 +129,7 @@ impl State {
             !line.order.is_empty()
         });
         self.sync.sweep(now);
+        self.ended.retain(|_, (_, until)| *until > now);
         self.since_sweep = 0;
     }
 

@@ -34,6 +34,7 @@ macro_rules! routed_verbs {
             acquire_group(group: $crate::backend::GroupAcquire<'_>) -> $crate::backend::GroupReply;
             inspect(inspect: $crate::backend::Inspect<'_>) -> $crate::backend::Inspection;
             issue_fence(issue: $crate::backend::IssueFence<'_>) -> Option<u64>;
+            force_release(force: $crate::backend::ForceRelease<'_>) -> $crate::backend::ForceReply;
         }
     };
     (@each $($verb:ident($request:ident: $ty:ty) -> $out:ty;)*) => {
@@ -345,6 +346,16 @@ impl Backend {
         limit: Duration,
     ) -> Result<Inspection, OpError> {
         dispatch!(self.inspect(inspect, limit))
+    }
+
+    /// Ends the lock and the read/write lock of a name, whoever holds them
+    /// (on Redlock, on a majority at least).
+    pub(crate) async fn force_release(
+        &self,
+        force: &ForceRelease<'_>,
+        limit: Duration,
+    ) -> Result<ForceReply, OpError> {
+        dispatch!(self.force_release(force, limit))
     }
 
     /// The store's clock, ms since 1970 (Redis's `TIME`; Redlock: the

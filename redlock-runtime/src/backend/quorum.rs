@@ -32,6 +32,7 @@ use super::redis::RedisBackend;
 use super::votes::{Answer, Tally, detail};
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
 use crate::error::{ConnectFailure, QuorumDetail};
+mod force;
 mod inspect;
 
 /// One Redis master of the quorum.

@@ -16,6 +16,7 @@ use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
 mod coalesce;
+mod force;
 mod inspect;
 mod plain;
 mod renew;

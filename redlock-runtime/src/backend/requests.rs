@@ -34,6 +34,31 @@ pub(crate) struct Inspection {
     pub(crate) readers: Vec<Lease>,
     pub(crate) waiting_writers: u64,
     pub(crate) permits: Vec<(Lease, u32)>,
+    /// `wakeups::waiter_id` of each holder an operator ended, while the
+    /// fencing counter's retention keeps them (see `ForceRelease`).
+    pub(crate) ended: Vec<String>,
+}
+
+/// Ends the lock and the read/write lock of one name, whoever holds them
+/// (the operator's break-glass: `scripts::FORCE_RELEASE`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForceRelease<'a> {
+    /// The lock's keys (the name's hash tag: where it is routed).
+    pub(crate) keys: &'a Keys,
+    /// The read/write lock's keys.
+    pub(crate) rw: &'a Keys,
+}
+
+/// What a forced release ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ForceReply {
+    /// The ended holders' tokens (secrets: only their public part leaves
+    /// the crate).
+    pub(crate) ended: Vec<String>,
+    /// The lock's fencing counter as raised, when a holder was ended.
+    pub(crate) fence: Option<u64>,
+    /// The read/write lock's, when its writer was ended.
+    pub(crate) write_fence: Option<u64>,
 }
 
 /// A write lock becomes a read lock in one step, keeping its token.

@@ -8,10 +8,11 @@ use super::Lua;
 /// writers; the semaphore's holders. Leases that ran out are left out.
 ///
 /// `KEYS` lock, fence, fair waiters (zset), rw, rw fence, readers, writers,
-/// semaphore holders, permit counts (one hash tag). Returns `{now_ms,
-/// lock value or '', lock pttl, fence or '', live fair waiters, writer or
-/// '', writer pttl, write fence or '', {reader, deadline, ..}, live waiting
-/// writers, {holder, deadline, permits, ..}}`.
+/// semaphore holders, permit counts, the holders an operator ended (a set:
+/// see `FORCE_RELEASE`), all under one hash tag. Returns `{now_ms, lock
+/// value or '', lock pttl, fence or '', live fair waiters, writer or '',
+/// writer pttl, write fence or '', {reader, deadline, ..}, live waiting
+/// writers, {holder, deadline, permits, ..}, {ended holder's hash, ..}}`.
 pub(crate) static INSPECT: Lua = Lua::new(&[INSPECT_BODY]);
 const INSPECT_BODY: &str = r"
 local t = redis.call('TIME')
@@ -36,5 +37,6 @@ return {
   readers,
   redis.call('ZCOUNT', KEYS[7], now + 1, '+inf'),
   permits,
+  redis.call('SMEMBERS', KEYS[10]),
 }
 ";

@@ -51,7 +51,7 @@ fn arguments(call: &str) -> Vec<&str> {
 
 /// Commands whose first argument is a key (or, for the publishes, a
 /// channel that Redis Cluster routes by slot like a key).
-const KEYED: [&str; 24] = [
+const KEYED: [&str; 25] = [
     "GET",
     "APPEND",
     "SET",
@@ -75,6 +75,7 @@ const KEYED: [&str; 24] = [
     "ZCARD",
     "SADD",
     "SISMEMBER",
+    "SMEMBERS",
     "ZCOUNT",
 ];
 

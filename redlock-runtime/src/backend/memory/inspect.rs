@@ -40,6 +40,10 @@ impl MemoryBackend {
             }),
             writer: live(&rw.lock),
             write_fence: fence(&rw.fence),
+            ended: (state.ended.get(&keys.ended()))
+                .filter(|(_, until)| *until > now)
+                .map(|(ids, _)| ids.iter().cloned().collect())
+                .unwrap_or_default(),
             ..Inspection::default()
         };
         state

@@ -54,6 +54,17 @@ impl SyncState {
         self.latches.retain(|_, latch| latch.expires > now);
     }
 
+    /// Ends every reader of the read/write lock at `rw`: the tokens of
+    /// those whose lease lasted (`FORCE_RELEASE`).
+    pub(super) fn end_readers(&mut self, rw: &str, now: Instant) -> Vec<String> {
+        let readers = self.readers.remove(rw).unwrap_or_default();
+        readers
+            .into_iter()
+            .filter(|(_, end)| *end > now)
+            .map(|(token, _)| token)
+            .collect()
+    }
+
     /// Fills in the readers, waiting writers and permit holders of the
     /// read/write lock at `rw` and the semaphore at `semaphore`.
     pub(super) fn inspect_into(

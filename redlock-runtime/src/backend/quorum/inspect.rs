@@ -52,6 +52,8 @@ impl QuorumBackend {
         Ok(Inspection {
             lock,
             fence: seen.iter().filter_map(|s| s.fence).max(),
+            // An operator ended a holder on any node that has its id.
+            ended: seen.iter().flat_map(|s| s.ended.iter().cloned()).collect(),
             ..Inspection::default()
         })
     }

@@ -20,6 +20,7 @@ type Reply = (
     Vec<String>,
     u64,
     Vec<String>,
+    Vec<String>,
 );
 
 impl RedisBackend {
@@ -34,10 +35,10 @@ impl RedisBackend {
             rw,
             semaphore,
         } = *inspect;
-        let waiters = keys.waiters();
+        let (waiters, ended) = (keys.waiters(), keys.ended());
         let reply: Reply = self
             .run(On::Plain, None, limit, |mut link| {
-                let waiters = &waiters;
+                let (waiters, ended) = (&waiters, &ended);
                 async move {
                     ScriptCall::new(scripts::INSPECT.on(self.publish))
                         .key(&keys.lock)
@@ -49,6 +50,7 @@ impl RedisBackend {
                         .key(&rw.writers)
                         .key(&semaphore.lock)
                         .key(&semaphore.fence)
+                        .key(ended)
                         .invocation()
                         .invoke_async(&mut link.conn)
                         .await
@@ -89,7 +91,8 @@ fn left(deadline: &str, now: u64) -> Option<Duration> {
 }
 
 fn inspection(reply: Reply) -> Inspection {
-    let (now, lock, pttl, fence, fair, writer, wpttl, wfence, readers, writers, permits) = reply;
+    let (now, lock, pttl, fence, fair, writer, wpttl, wfence, readers, writers, permits, ended) =
+        reply;
     let now = now.parse::<u64>().unwrap_or(0);
     Inspection {
         lock: lease(lock, pttl),
@@ -121,5 +124,6 @@ fn inspection(reply: Reply) -> Inspection {
                 _ => None,
             })
             .collect(),
+        ended,
     }
 }

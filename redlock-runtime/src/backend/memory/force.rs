@@ -1,0 +1,60 @@
+//! The operator's forced release in the memory store: the twin of
+//! `scripts::FORCE_RELEASE`.
+
+use std::collections::HashSet;
+
+use tokio::time::Instant;
+
+use super::super::{ForceRelease, ForceReply};
+use super::MemoryBackend;
+use crate::wakeups::waiter_id;
+
+impl MemoryBackend {
+    /// Ends the lock and the read/write lock of a name, whoever holds them;
+    /// raises their fencing counters, keeps the ended holders' ids for the
+    /// counter's retention, and wakes their waiters.
+    pub(crate) fn force_release(&self, force: &ForceRelease<'_>) -> ForceReply {
+        let ForceRelease { keys, rw } = *force;
+        let now = Instant::now();
+        let retention = self.fence_retention;
+        let mut reply = ForceReply::default();
+        let (head, rw_freed) = {
+            let mut state = self.state();
+            let state = &mut *state;
+            let mut head = None;
+            if let Some(held) = state.held.remove(&keys.lock).filter(|h| h.expires > now) {
+                reply.ended.push(held.token);
+                reply.fence = Some(state.next_fence(&keys.fence, retention));
+                // The first fair waiter, by its id (an empty wake-up when
+                // no one is in line).
+                head = Some(
+                    (state.lines.get_mut(&keys.lock))
+                        .and_then(|line| line.head(now).map(waiter_id)),
+                );
+            }
+            let writer = state.held.remove(&rw.lock).filter(|h| h.expires > now);
+            if let Some(writer) = &writer {
+                reply.ended.push(writer.token.clone());
+                reply.write_fence = Some(state.next_fence(&rw.fence, retention));
+            }
+            let readers = state.sync.end_readers(&rw.lock, now);
+            let rw_freed = writer.is_some() || !readers.is_empty();
+            reply.ended.extend(readers);
+            if !reply.ended.is_empty() {
+                let (ids, until) = (state.ended)
+                    .entry(keys.ended())
+                    .or_insert_with(|| (HashSet::new(), now));
+                ids.extend(reply.ended.iter().map(|token| waiter_id(token)));
+                *until = now + retention;
+            }
+            (head, rw_freed)
+        };
+        if let Some(head) = head {
+            self.wake.released(&keys.lock, head.as_deref());
+        }
+        if rw_freed {
+            self.wake.released(&rw.lock, Some("*"));
+        }
+        reply
+    }
+}

@@ -1,0 +1,52 @@
+//! The operator's break-glass: the script that ends whatever lease is on a
+//! lock's name, for [`LockClient::force_release`](crate::LockClient::force_release).
+
+use super::{Lua, NEXT_FENCE};
+
+/// Ends the lock and the read/write lock of one name, whoever holds them,
+/// and raises their fencing counters: every token issued from now on is
+/// above the ended holders' (Redlock: on each node that runs it). Wakes
+/// their waiters as a release does (the first fair waiter by its id).
+///
+/// Each ended holder's `redis.sha1hex` of its token (less a waiter's
+/// mark) joins a set kept with the counter's retention: what the ended
+/// holder's client reads, once its renewal or release finds the lease
+/// gone, to say it was ended by an operator (see `loss.rs`). The hash
+/// names a holder without granting power over a lease; a token leaves
+/// Redis only in this reply, to the operator's client, which keeps the
+/// name and time of its public part and drops the rest.
+///
+/// `KEYS` lock, lock fence, fair queue, rw, rw fence, readers, ended
+/// holders (one hash tag); `ARGV` the counters' retention (ms). Returns
+/// `{lock fence or '', write fence or '', {ended tokens}}`.
+pub(crate) static FORCE_RELEASE: Lua = Lua::new(&[NEXT_FENCE, FORCE_RELEASE_BODY]);
+const FORCE_RELEASE_BODY: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ended, fence, write_fence = {}, '', ''
+local function mark(token)
+  if string.byte(token, -1) == 31 then token = string.sub(token, 1, -2) end
+  redis.call('SADD', KEYS[7], redis.sha1hex(token))
+  ended[#ended + 1] = token
+end
+local lock = redis.call('GET', KEYS[1])
+if lock then
+  mark(lock)
+  redis.call('DEL', KEYS[1])
+  fence = string.format('%.0f', next_fence(KEYS[2], ARGV[1], t))
+  local head = redis.call('LINDEX', KEYS[3], 0)
+  redis.call('PUBLISH', KEYS[1], head and redis.sha1hex(head) or '')
+end
+local writer = redis.call('GET', KEYS[4])
+if writer then
+  mark(writer)
+  redis.call('DEL', KEYS[4])
+  write_fence = string.format('%.0f', next_fence(KEYS[5], ARGV[1], t))
+end
+local readers = redis.call('ZRANGEBYSCORE', KEYS[6], now + 1, '+inf')
+for _, reader in ipairs(readers) do mark(reader) end
+if #readers > 0 then redis.call('DEL', KEYS[6]) end
+if writer or #readers > 0 then redis.call('PUBLISH', KEYS[4], '*') end
+if #ended > 0 then redis.call('PEXPIRE', KEYS[7], ARGV[1]) end
+return {fence, write_fence, ended}
+";
