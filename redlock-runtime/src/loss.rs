@@ -7,8 +7,10 @@
 //! rare path, never on a renewal or release that succeeds. The reason is
 //! decided, first match wins:
 //! 0. **Ended by an operator**: `LockClient::force_release` kept this
-//!    owner's id (`waiter_id`: a hash of its token) with the name, for
-//!    the fencing counter's retention.
+//!    owner's id (`waiter_id`: a hash of its token) with the name, for as
+//!    long as its lease would have lasted and a little more: past that,
+//!    this process knows by its own clock that the lease ran out, and
+//!    asks nothing.
 //! 1. **Taken over**: another owner's token is there now (a lock's or a
 //!    writer's holder; for a reader, a writer).
 //! 2. **Expired**: the call that found the lease gone went out when this

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use redlock_runtime::{__private::owner_token, LockError, LostReason};
+use redlock_runtime::{__private::owner_token, LockClient, LockError, LockInfo, LostReason};
 use redlock_tests::{Backend, FencedStore, Started, raw_connection};
 use rstest::rstest;
 
@@ -22,6 +22,28 @@ async fn delete_behind_the_clients_back(b: &Started, key: &str) {
         deleted += answer.unwrap_or(0);
     }
     assert!(deleted >= 1, "{}: {key} was on no server", b.name());
+}
+
+/// Waits (bounded: 5 s) until `inspect` of `key` shows the waiter in line.
+async fn until_in_line(locks: &LockClient, key: &str, in_line: fn(&LockInfo) -> bool) {
+    for _ in 0..500 {
+        if (locks.inspect(key).await).is_ok_and(|info| in_line(&info)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the waiter for {key} never showed in line");
+}
+
+/// The longest `PTTL` of `key` on any server (-2 where it is absent).
+async fn longest_pttl(b: &Started, key: &str) -> i64 {
+    let mut longest = -2;
+    for url in b.urls() {
+        let mut raw = raw_connection(url).await;
+        let pttl: Result<i64, _> = redis::cmd("PTTL").arg(key).query_async(&mut raw).await;
+        longest = longest.max(pttl.unwrap_or(-2));
+    }
+    longest
 }
 
 fn lost_reason(result: Result<impl std::fmt::Debug, LockError>) -> LostReason {
@@ -219,6 +241,12 @@ fn force_release_ends_a_stuck_holder_which_learns_an_operator_ended_it(#[case] b
         assert!(ended.fencing_token > Some(old), "{}: {ended:?}", b.name());
         let printed = format!("{ended:?}");
         assert!(!printed.contains(owner_token(&guard)), "{printed}");
+        // The ended holder's id is kept as long as its 3 s lease would have
+        // lasted and 10 s more, not for the counters' day of retention.
+        if b.backend() != Backend::Memory {
+            let kept = longest_pttl(&b, "lock:{reasons:stuck}:ended").await;
+            assert!((1..=13_000).contains(&kept), "{}: kept {kept} ms", b.name());
+        }
 
         // The next holder gets in at once and its token is above the old.
         let taker = next
@@ -285,17 +313,7 @@ fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: B
                 .await;
             (guard, waiting)
         });
-        // Bounded: the waiter shows in line within 5 s.
-        let mut polls = 0;
-        while !(operator.inspect("reasons:rw").await).is_ok_and(|i| i.waiting_writers == 1) {
-            polls += 1;
-            assert!(
-                polls < 500,
-                "{}: the waiting writer never showed in line",
-                b.name()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_in_line(&operator, "reasons:rw", |i| i.waiting_writers == 1).await;
         let ended = operator
             .force_release("reasons:rw")
             .await
@@ -339,16 +357,7 @@ fn force_release_of_a_fair_lock_hands_it_to_the_first_in_line(#[case] backend: B
                 .await;
             (guard, waiting)
         });
-        let mut polls = 0;
-        while !(operator.inspect("reasons:fair").await).is_ok_and(|i| i.waiters == 1) {
-            polls += 1;
-            assert!(
-                polls < 500,
-                "{}: the fair waiter never showed in line",
-                b.name()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_in_line(&operator, "reasons:fair", |i| i.waiters == 1).await;
         let ended = operator
             .force_release("reasons:fair")
             .await

@@ -34,8 +34,8 @@ pub(crate) struct Inspection {
     pub(crate) readers: Vec<Lease>,
     pub(crate) waiting_writers: u64,
     pub(crate) permits: Vec<(Lease, u32)>,
-    /// `wakeups::waiter_id` of each holder an operator ended, while the
-    /// fencing counter's retention keeps them (see `ForceRelease`).
+    /// `wakeups::waiter_id` of each holder an operator ended, while their
+    /// lease would have lasted (see `ForceRelease`).
     pub(crate) ended: Vec<String>,
 }
 
@@ -48,6 +48,11 @@ pub(crate) struct ForceRelease<'a> {
     /// The read/write lock's keys.
     pub(crate) rw: &'a Keys,
 }
+
+/// How long a forced release keeps the ended holders' ids past the longest
+/// ended lease: room for the read that follows a renewal's or release's
+/// answer (see `scripts::FORCE_RELEASE`).
+pub(crate) const ENDED_KEPT_PAST_LEASE: Duration = Duration::from_secs(10);
 
 /// What a forced release ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

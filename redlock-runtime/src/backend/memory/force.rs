@@ -2,17 +2,19 @@
 //! `scripts::FORCE_RELEASE`.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{ForceRelease, ForceReply};
+use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply};
 use super::MemoryBackend;
 use crate::wakeups::waiter_id;
 
 impl MemoryBackend {
     /// Ends the lock and the read/write lock of a name, whoever holds them;
-    /// raises their fencing counters, keeps the ended holders' ids for the
-    /// counter's retention, and wakes their waiters.
+    /// raises their fencing counters, keeps the ended holders' ids as long
+    /// as the longest ended lease would have lasted (and
+    /// `ENDED_KEPT_PAST_LEASE` more), and wakes their waiters.
     pub(crate) fn force_release(&self, force: &ForceRelease<'_>) -> ForceReply {
         let ForceRelease { keys, rw } = *force;
         let now = Instant::now();
@@ -22,7 +24,10 @@ impl MemoryBackend {
             let mut state = self.state();
             let state = &mut *state;
             let mut head = None;
+            // How long the longest ended lease would have lasted.
+            let mut longest = Duration::ZERO;
             if let Some(held) = state.held.remove(&keys.lock).filter(|h| h.expires > now) {
+                longest = longest.max(held.expires - now);
                 reply.ended.push(held.token);
                 reply.fence = Some(state.next_fence(&keys.fence, retention));
                 // The first fair waiter, by its id (an empty wake-up when
@@ -34,18 +39,23 @@ impl MemoryBackend {
             }
             let writer = state.held.remove(&rw.lock).filter(|h| h.expires > now);
             if let Some(writer) = &writer {
+                longest = longest.max(writer.expires - now);
                 reply.ended.push(writer.token.clone());
                 reply.write_fence = Some(state.next_fence(&rw.fence, retention));
             }
             let readers = state.sync.end_readers(&rw.lock, now);
             let rw_freed = writer.is_some() || !readers.is_empty();
-            reply.ended.extend(readers);
+            for (token, end) in readers {
+                longest = longest.max(end - now);
+                reply.ended.push(token);
+            }
             if !reply.ended.is_empty() {
+                let keep = now + longest + ENDED_KEPT_PAST_LEASE;
                 let (ids, until) = (state.ended)
                     .entry(keys.ended())
-                    .or_insert_with(|| (HashSet::new(), now));
+                    .or_insert_with(|| (HashSet::new(), keep));
                 ids.extend(reply.ended.iter().map(|token| waiter_id(token)));
-                *until = now + retention;
+                *until = (*until).max(keep);
             }
             (head, rw_freed)
         };

@@ -55,14 +55,10 @@ impl SyncState {
     }
 
     /// Ends every reader of the read/write lock at `rw`: the tokens of
-    /// those whose lease lasted (`FORCE_RELEASE`).
-    pub(super) fn end_readers(&mut self, rw: &str, now: Instant) -> Vec<String> {
+    /// those whose lease lasted, with its end (`FORCE_RELEASE`).
+    pub(super) fn end_readers(&mut self, rw: &str, now: Instant) -> Vec<(String, Instant)> {
         let readers = self.readers.remove(rw).unwrap_or_default();
-        readers
-            .into_iter()
-            .filter(|(_, end)| *end > now)
-            .map(|(token, _)| token)
-            .collect()
+        readers.into_iter().filter(|(_, end)| *end > now).collect()
     }
 
     /// Fills in the readers, waiting writers and permit holders of the

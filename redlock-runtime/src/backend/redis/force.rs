@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use super::super::call::ScriptCall;
-use super::super::{ForceRelease, ForceReply, OpError};
+use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, OpError};
 use super::RedisBackend;
 use crate::scripts;
+use crate::util::millis_ceil;
 
 /// The reply of [`scripts::FORCE_RELEASE`].
 type Reply = (String, String, Vec<String>);
@@ -37,6 +38,7 @@ impl RedisBackend {
                         .key(&rw.readers)
                         .key(&ended)
                         .arg(retention)
+                        .arg(millis_ceil(ENDED_KEPT_PAST_LEASE))
                 },
             )
             .await?;
