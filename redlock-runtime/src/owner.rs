@@ -1,6 +1,9 @@
 //! Who holds a lock: the owner token every acquire writes, which names its
 //! client and when it was taken, so that [`LockClient::inspect`](crate::LockClient::inspect)
-//! and the busy errors can say who holds a lock at no extra round trip.
+//! and the busy errors can say who holds a lock. Writing it costs nothing
+//! (it is the value the lock holds anyway); reading it back is
+//! `inspect`'s one round trip, which a busy error makes once more after
+//! its acquire failed.
 //!
 //! A token is `~uuid.since.name`: a random UUID (the secret part: whoever
 //! has the whole token can release the lock), the acquire's time on

@@ -12,8 +12,8 @@ pub use crate::LockRequest;
 
 /// The Lua function `next_fence(key, retention_ms, time_reply)` that issues
 /// fencing tokens (at least Redis's clock in microseconds, and at least the
-/// counter + 1): for the idempotency layer's claim script, so that its
-/// tokens follow the same rule as the locks'.
+/// counter + 1): for lockbench's candidate scripts, so that the tokens they
+/// issue follow the same rule as the locks'.
 pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
 /// The text of the lock's release script as one Redis receives it (for
 /// lockbench, which measures it against the bare compare-and-delete).

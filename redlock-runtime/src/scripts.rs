@@ -403,28 +403,6 @@ redis.call('PUBLISH', KEYS[1], '')
 return 1
 ";
 
-/// The script that renews a lease of this kind (all take the same
-/// arguments): the lock's (and a writer's) `EXTEND`, the record's
-/// `RECORD_RENEW`, or a reader's or semaphore holder's `LEASE_RENEW`, with
-/// the keys of [`Keys::renewed`](crate::backend::Keys::renewed).
-pub(crate) fn renew_script(kind: crate::backend::Kind) -> &'static Script {
-    use crate::backend::Kind;
-    match kind {
-        Kind::Lock | Kind::Write | Kind::Latch => EXTEND.on(Publish::Plain),
-        Kind::Record => RECORD_RENEW.on(Publish::Plain),
-        Kind::Read | Kind::Permits { .. } => LEASE_RENEW.on(Publish::Plain),
-    }
-}
-
-/// Every renewal script, to load after the script cache was flushed.
-pub(crate) fn renew_scripts() -> [&'static Script; 3] {
-    [
-        EXTEND.on(Publish::Plain),
-        RECORD_RENEW.on(Publish::Plain),
-        LEASE_RENEW.on(Publish::Plain),
-    ]
-}
-
 /// Every script, for the checks below.
 #[cfg(test)]
 pub(crate) const ALL: [(&str, &Lua); 28] = [

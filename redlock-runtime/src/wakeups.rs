@@ -179,11 +179,16 @@ pub(crate) struct Grant {
     pub(crate) at_ms: u64,
 }
 
+/// The byte that separates a grant message's fields: `\31` in the fair
+/// scripts' text (the same byte as the waiter's mark on a lock's value,
+/// never in an id or a number).
+pub(crate) const GRANT_SEPARATOR: char = '\u{1f}';
+
 /// The waiter a grant message names (its [`waiter_id`]) and the grant
-/// (the id, the waiter mark byte, the fencing token, the mark, Redis's
+/// (the id, [`GRANT_SEPARATOR`], the fencing token, the separator, Redis's
 /// clock in ms); `None` for any other message.
 fn parse_grant(message: &str) -> Option<(&str, Grant)> {
-    let mut parts = message.split(crate::scripts::WAITED_MARK);
+    let mut parts = message.split(GRANT_SEPARATOR);
     let (id, fence, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
         return None;

@@ -1,10 +1,13 @@
-//! Where locks live: one Redis server (through a bb8 pool), a Redlock
-//! quorum of them, or process memory.
+//! Where locks live: one Redis server (through a bb8 pool, with `WAIT` for
+//! replicas), a Redlock quorum of servers, a Redis Cluster, a primary
+//! found through Sentinel, or process memory.
 //!
 //! A sealed boundary: the rest of the crate sends request structs
-//! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`]) through [`Backend`]'s
-//! verbs and never matches its variants. A new primitive is one script,
-//! one memory implementation and one dispatch line.
+//! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`], ...) through
+//! [`Backend`]'s verbs and never matches its variants. A new verb is a
+//! request struct, a script, its memory twin, one line in `routed_verbs!`
+//! (Cluster, Sentinel) and one dispatch line here, plus its Redlock
+//! fan-out where it is supported.
 
 use std::fmt;
 use std::time::Duration;

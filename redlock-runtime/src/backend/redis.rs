@@ -402,7 +402,7 @@ impl RedisBackend {
                 limit,
                 |done| *done == 1,
                 |_| {
-                    let call = ScriptCall::new(scripts::renew_script(keys.kind)).key(first);
+                    let call = ScriptCall::new(renew::renew_script(keys.kind)).key(first);
                     match second {
                         Some(second) => call.key(second),
                         None => call,

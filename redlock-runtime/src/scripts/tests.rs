@@ -215,6 +215,13 @@ fn sharded_variants_publish_with_spublish_only() {
 #[test]
 fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
     assert_eq!(WAITED_MARK as u32, 31);
+    // A grant message's fields are split by the byte its script writes.
+    assert_eq!(crate::wakeups::GRANT_SEPARATOR as u32, 31);
+    assert!(
+        FAIR_RELEASE
+            .text(Publish::Plain)
+            .contains(r"'%s\31%.0f\31%.0f'")
+    );
     assert_eq!(crate::owner::MARKABLE as u32, 126);
     assert!(HELD.contains("string.byte(v, -1) == 31") && HELD.contains("'\\31'"));
     assert!(HELD.contains("string.byte(v, 1) == 126"));

@@ -3,10 +3,33 @@
 
 use std::time::Duration;
 
-use super::super::{OpError, Renewal};
+use redis::Script;
+
+use super::super::{Kind, OpError, Renewal};
 use super::{On, RedisBackend};
-use crate::scripts;
+use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
+
+/// The script that renews a lease of this kind (all take the same
+/// arguments): the lock's (and a writer's) `EXTEND`, the record's
+/// `RECORD_RENEW`, or a reader's or semaphore holder's `LEASE_RENEW`, with
+/// the keys of [`Keys::renewed`](super::super::Keys::renewed).
+pub(super) fn renew_script(kind: Kind) -> &'static Script {
+    match kind {
+        Kind::Lock | Kind::Write | Kind::Latch => scripts::EXTEND.on(Publish::Plain),
+        Kind::Record => scripts::RECORD_RENEW.on(Publish::Plain),
+        Kind::Read | Kind::Permits { .. } => scripts::LEASE_RENEW.on(Publish::Plain),
+    }
+}
+
+/// Every renewal script, to load after the script cache was flushed.
+fn renew_scripts() -> [&'static Script; 3] {
+    [
+        scripts::EXTEND.on(Publish::Plain),
+        scripts::RECORD_RENEW.on(Publish::Plain),
+        scripts::LEASE_RENEW.on(Publish::Plain),
+    ]
+}
 
 impl RedisBackend {
     /// The watchdog's batch: renewals never shorten a lease (a manual
@@ -22,7 +45,7 @@ impl RedisBackend {
             let (first, second) = r.keys.renewed();
             let cmd = pipe
                 .cmd("EVALSHA")
-                .arg(scripts::renew_script(r.keys.kind).get_hash())
+                .arg(renew_script(r.keys.kind).get_hash())
                 .arg(1 + usize::from(second.is_some()))
                 .arg(first);
             if let Some(second) = second {
@@ -51,7 +74,7 @@ impl RedisBackend {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(1));
-            for script in scripts::renew_scripts() {
+            for script in renew_scripts() {
                 self.run(On::Waiting, None, left, |mut link| async move {
                     script.prepare_invoke().load_async(&mut link.conn).await
                 })
