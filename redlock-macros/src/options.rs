@@ -120,6 +120,10 @@ pub(crate) fn parse_options(input: ParseStream<'_>, expected: &str, cx: &mut Ctx
             Err(e) => {
                 cx.push(e);
                 skip_to_comma(input);
+                // A misspelled option counts as the one it most likely
+                // meant, which is then not also reported missing.
+                let meant = name.as_deref().and_then(|name| suggestion(name, expected));
+                out.failed.extend(meant.map(str::to_owned));
                 out.failed.extend(name);
             }
         }
@@ -188,9 +192,12 @@ fn parse_option(input: ParseStream<'_>, expected: &str) -> syn::Result<Written> 
         Opt::Crate(value(input, "crate", "\"redlock_runtime\"")?)
     } else if input.peek(syn::Ident) || input.peek(syn::Lit) {
         let token: proc_macro2::TokenTree = input.parse()?;
+        let hint = suggestion(&token.to_string(), expected)
+            .map(|name| format!("did you mean `{name}`? "))
+            .unwrap_or_default();
         return Err(syn::Error::new(
             token.span(),
-            format!("unknown option `{token}`: expected one of {expected}"),
+            format!("unknown option `{token}`: {hint}expected one of {expected}"),
         ));
     } else {
         return Err(lookahead.error());
@@ -330,4 +337,51 @@ fn duration_value(input: ParseStream<'_>, name: &str) -> syn::Result<DurationInp
             ),
         )
     })
+}
+
+/// The option a misspelled `written` most likely meant, among `expected`
+/// ("`key`, `ttl`, .."): the nearest by edit distance (a transposition
+/// counts one), when it is at most 2 and less than the name itself, so
+/// that `tll` and `ttll` find `ttl` and `timeout` finds nothing; or the
+/// option other lock libraries name so (`timeout`: `wait`, `lease`: `ttl`)
+/// when it is one here.
+fn suggestion<'a>(written: &str, expected: &'a str) -> Option<&'a str> {
+    let names = || expected.split(", ").map(|name| name.trim_matches('`'));
+    let alias = match written {
+        "timeout" | "wait_time" | "acquire_timeout" => Some("wait"),
+        "lease" | "expiry" | "expire" | "lease_time" | "ttl_ms" => Some("ttl"),
+        _ => None,
+    };
+    if let Some(alias) = alias {
+        return names().find(|name| *name == alias);
+    }
+    names()
+        .map(|name| (strsim::damerau_levenshtein(written, name), name))
+        .filter(|(distance, name)| *distance <= 2 && *distance < name.len())
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::suggestion;
+
+    const LOCK: &str = "`key`, `keys`, `mode`, `ttl`, `wait`, `on_busy`, `hold_at_least`, \
+                        `renew`, `on_lost`, `fair`, `client`, `crate`";
+
+    #[test]
+    fn a_near_miss_finds_the_option_and_a_stranger_finds_none() {
+        assert_eq!(suggestion("tll", LOCK), Some("ttl"));
+        assert_eq!(suggestion("ttll", LOCK), Some("ttl"));
+        assert_eq!(suggestion("on_bussy", LOCK), Some("on_busy"));
+        assert_eq!(suggestion("hold_at_lest", LOCK), Some("hold_at_least"));
+        assert_eq!(suggestion("renwe", LOCK), Some("renew"));
+        assert_eq!(suggestion("timeout", LOCK), Some("wait"));
+        assert_eq!(suggestion("lease", LOCK), Some("ttl"));
+        assert_eq!(suggestion("priority", LOCK), None);
+        assert_eq!(suggestion("x", LOCK), None);
+        // Only options of this attribute are suggested.
+        assert_eq!(suggestion("permit", LOCK), None);
+        assert_eq!(suggestion("permit", "`key`, `permits`"), Some("permits"));
+    }
 }
