@@ -172,9 +172,9 @@ fn unquote(raw: &[u8]) -> Result<String, InvalidKey> {
 /// Checks a key from any extractor: 1 to 255 printable ASCII characters.
 pub(crate) fn validate(key: &str) -> Result<(), InvalidKey> {
     if key.is_empty() {
-        return Err(InvalidKey::new(
-            "the key is empty; send 1 to 255 characters",
-        ));
+        // The rejection's body says what to send (1 to 255 printable ASCII
+        // characters): once.
+        return Err(InvalidKey::new("the key is empty"));
     }
     if key.len() > MAX_IDEMPOTENCY_KEY_LEN {
         return Err(InvalidKey::new(format!(

@@ -239,6 +239,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_empty_key_is_told_what_to_send_once() {
+        let empty = crate::key::validate("").expect_err("empty");
+        let body = IdempotencyRejection::InvalidKey(empty).body_text();
+        assert_eq!(
+            body,
+            "the key is empty; send 1 to 255 printable ASCII characters, bare or as a quoted \
+             string"
+        );
+    }
+
+    #[test]
     fn retry_after_rounds_up_to_whole_seconds() {
         assert_eq!(retry_secs(Duration::ZERO), 1);
         assert_eq!(retry_secs(Duration::from_millis(1)), 1);
