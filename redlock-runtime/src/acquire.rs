@@ -225,11 +225,11 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     }
 
     let keys = p.shape.keys(&settings.key_prefix, p.key.clone());
-    let mut token = core.new_token();
     // A fair waiter holds a place in the line, a waiting writer one in the
     // writers' set (not one that does not wait: it would keep readers out
     // for nothing): both are given back with the rest.
     let queued = p.fair || (p.shape == Shape::Write && !p.wait.is_zero());
+    let mut token = core.new_token(queued);
     let started = Instant::now();
     let deadline = started + p.wait;
     let mut retries = 0u32;
@@ -266,7 +266,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             // last token can be held (no answer lost, no place in a line):
             // an attempt whose outcome is unknown is followed by one with
             // the same token, which finds the lock its own.
-            token = core.new_token();
+            token = core.new_token(false);
             pending.retoken(token.clone());
         }
         let sent = Instant::now();

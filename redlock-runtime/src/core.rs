@@ -106,10 +106,16 @@ impl Core {
     }
 
     /// A new owner token: this client's name, and the time on Redis's
-    /// clock as this client estimates it.
-    pub(crate) fn new_token(&self) -> String {
+    /// clock as this client estimates it; `queued` for one that keeps a
+    /// place in a line (see `owner::QUEUED`).
+    pub(crate) fn new_token(&self, queued: bool) -> String {
         let now = crate::owner::local_ms() + self.clock_offset_ms.load(Ordering::Relaxed);
-        crate::owner::token(&self.settings.client_name, u64::try_from(now).unwrap_or(0))
+        let (name, now) = (&self.settings.client_name, u64::try_from(now).unwrap_or(0));
+        if queued {
+            crate::owner::queued_token(name, now)
+        } else {
+            crate::owner::token(name, now)
+        }
     }
 
     pub(crate) fn id(&self) -> u64 {

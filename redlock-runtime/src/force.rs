@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{ForceRelease, Keys, Lease};
+use crate::backend::{ForceRelease, Keys};
 use crate::core::Core;
 use crate::error::{LockError, Operation};
 use crate::inspect::Holder;
@@ -51,7 +51,7 @@ pub(crate) async fn force_release(core: &Arc<Core>, key: &str) -> Result<ForceRe
         .await
         .map_err(|e| e.into_lock_error(key, Operation::ForceRelease))?;
     let ended: Vec<Holder> = (reply.ended.into_iter())
-        .map(|token| Holder::of(&Lease { token, left: None }))
+        .map(|lease| Holder::of(&lease))
         .collect();
     let names: Vec<&str> = (ended.iter())
         .map(|h| h.client_name.as_deref().unwrap_or("an unnamed client"))

@@ -19,10 +19,12 @@ pub struct Holder {
     /// (by default its host name and process id); `None` for a lock taken
     /// by a client that writes no name.
     pub client_name: Option<String>,
-    /// When it took the lock, on Redis's clock (as the holder's client
-    /// estimated it from a `TIME` when it was built: within a round trip
-    /// and the clocks' drift since). In fair mode, and after an acquire
-    /// whose answer was lost, when it started to ask.
+    /// When it took the lock, on Redis's clock: for a holder that waited
+    /// in a line (fair mode, a writer), when the lock was granted to it, as
+    /// Redis recorded it; for any other, as the holder's client estimated
+    /// it from a `TIME` when it was built (within a round trip and the
+    /// clocks' drift since), and after an acquire whose answer was lost,
+    /// when that attempt was sent.
     pub since: Option<SystemTime>,
     /// What is left of its lease, on Redis's clock.
     pub ttl_left: Option<Duration>,
@@ -34,7 +36,7 @@ impl Holder {
         let public = crate::owner::parse(&lease.token);
         Holder {
             client_name: public.map(|(name, _)| name.to_owned()),
-            since: public.map(|(_, since)| since),
+            since: lease.granted.or(public.map(|(_, since)| since)),
             ttl_left: lease.left,
         }
     }

@@ -102,6 +102,7 @@ mod tests {
         Some(Lease {
             token: token.to_owned(),
             left: None,
+            granted: None,
         })
     }
 

@@ -298,7 +298,7 @@ impl MultiLock {
     ) -> Result<Result<(), String>, LockError> {
         let core = &self.core;
         let settings = core.settings();
-        let token = core.new_token();
+        let token = core.new_token(false);
         let mut pending: Vec<PendingAcquire> = group
             .iter()
             .map(|k| PendingAcquire::new(Arc::clone(core), k.clone(), token.clone(), false))

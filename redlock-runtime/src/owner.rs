@@ -13,9 +13,11 @@
 //! The time is that of the attempt that took the lock, not of the start of
 //! a wait: each attempt after a busy answer goes out under a new token
 //! (see `acquire.rs`), except where the old one may still hold something
-//! (an attempt whose answer was lost, a place in a fair line or among the
-//! waiting writers). There the time is when that token was minted, and a
-//! fair waiter's hold is shown from when it joined the line.
+//! (an attempt whose answer was lost, or a place in a line). A token that
+//! keeps a place in a line (a fair waiter's, a waiting writer's) starts
+//! with [`QUEUED`] instead: its time is when it joined the line, and the
+//! time it was granted the lock is read from the lock's fencing counter
+//! (see [`granted`]).
 //!
 //! The leading [`MARKABLE`] says that its holder's scripts accept a
 //! waiter's mark on the lock's value (see `scripts::HELD`). A waiter marks
@@ -23,6 +25,9 @@
 //! (whose tokens start with the UUID, and whose scripts compare the value
 //! exactly) is never marked, so a rolling upgrade never costs it its
 //! renewals or its release; it always publishes, and wakes the new waiters.
+//! A [`QUEUED`] holder is never marked either, and needs no mark: every
+//! end of a fair lease (release, give-back, the end of a minimum hold)
+//! publishes, and a write lock is never marked.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,12 +39,29 @@ pub(crate) const MARKABLE: char = '~';
 /// The longest client name.
 pub(crate) const MAX_NAME_LEN: usize = 128;
 
+/// The first character of a token that keeps a place in a line (a fair
+/// waiter's, a waiting writer's): its time is when it joined the line, not
+/// when it was granted the lock (see [`granted`]). Its holder's scripts
+/// accept a mark as [`MARKABLE`]'s do, but none is ever written: see the
+/// module docs. Never a UUID's first character.
+pub(crate) const QUEUED: char = '^';
+
 /// A new owner token for `name`, taken at `since_ms` (Redis's clock).
 pub(crate) fn token(name: &str, since_ms: u64) -> String {
+    token_led_by(MARKABLE, name, since_ms)
+}
+
+/// A new owner token for `name` that will wait in a line (see
+/// [`QUEUED`]), minted at `since_ms` (Redis's clock).
+pub(crate) fn queued_token(name: &str, since_ms: u64) -> String {
+    token_led_by(QUEUED, name, since_ms)
+}
+
+fn token_led_by(lead: char, name: &str, since_ms: u64) -> String {
     use std::fmt::Write as _;
     // Sized once: one allocation per acquire, no regrowth.
     let mut token = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 23 + name.len());
-    token.push(MARKABLE);
+    token.push(lead);
     token.push_str(
         uuid::Uuid::new_v4()
             .hyphenated()
@@ -48,6 +70,31 @@ pub(crate) fn token(name: &str, since_ms: u64) -> String {
     let _ = write!(token, ".{since_ms}.");
     token.push_str(name);
     token
+}
+
+/// When the holder of `token` was granted its lock, from the fencing
+/// token `fence` last issued from the lock's counter, on a store whose
+/// tokens are Redis's clock in microseconds (`NEXT_FENCE`: each token is
+/// the larger of that reading and the counter + 1), as read at `now`.
+///
+/// Only for a [`QUEUED`] token, whose own time is when it joined the line:
+/// its grant (a fair hand-over or acquire, a writer's acquire) issued
+/// `fence` from the counter, and nothing raises that counter while it
+/// holds (an acquire of the name finds it busy and issues nothing; a
+/// queued holder never asks for a fencing token later, having one; an
+/// operator's `force_release` ends it). So the grant is no earlier than
+/// `fence`'s reading, and no earlier than the token's own time. A reading
+/// past `now` (the whole millisecond the clock was read in: it may have
+/// been read in the grant's own) tells nothing (the counter ran ahead of a
+/// clock that stepped back): then, as for any other token, `None`, and the
+/// token's own time stands.
+pub(crate) fn granted(token: &str, fence: Option<u64>, now_ms: SystemTime) -> Option<SystemTime> {
+    if !token.starts_with(QUEUED) {
+        return None;
+    }
+    let (_, joined) = parse(token)?;
+    let issued = UNIX_EPOCH.checked_add(Duration::from_micros(fence?))?;
+    (issued < now_ms + Duration::from_millis(1)).then_some(issued.max(joined))
 }
 
 /// The public part of a token: the client name and the acquire time;
@@ -112,6 +159,33 @@ mod tests {
         assert!(!name.contains(secret));
         assert_eq!(parse("0b7e4c1a-0000-4000-8000-000000000000"), None);
         assert_ne!(t, token("billing-7.eu:42", 1_700_000_000_123), "random");
+    }
+
+    #[test]
+    fn a_queued_holder_was_granted_when_its_fencing_token_was_issued() {
+        let joined = 1_700_000_000_000;
+        let t = queued_token("web", joined);
+        assert!(t.starts_with(QUEUED));
+        assert_eq!(parse(&t).map(|(name, _)| name), Some("web"));
+        let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+        let now = at(joined + 5_000);
+        // Read in the grant's own millisecond.
+        let fence = Some((joined + 5_000) * 1000 + 999);
+        assert!(granted(&t, fence, now).is_some());
+        // Granted 3 s after it joined the line.
+        let fence = Some((joined + 3_000) * 1000 + 417);
+        assert_eq!(
+            granted(&t, fence, now),
+            Some(at(joined + 3_000) + Duration::from_micros(417))
+        );
+        // A counter read before the token was minted: no earlier than that.
+        assert_eq!(granted(&t, Some(joined * 1000 - 9), now), Some(at(joined)));
+        // A counter ahead of the clock, no counter, or a token that never
+        // waited in a line: its own time stands.
+        assert_eq!(granted(&t, Some((joined + 5_001) * 1000), now), None);
+        assert_eq!(granted(&t, None, now), None);
+        assert_eq!(granted(&t, Some(u64::MAX), now), None);
+        assert_eq!(granted(&token("web", joined), fence, now), None);
     }
 
     #[test]

@@ -21,6 +21,8 @@ mod sync;
 struct Held {
     token: String,
     expires: Instant,
+    /// When it was taken (or handed over): what `inspect` shows.
+    granted: std::time::SystemTime,
 }
 
 /// A fair lock's line of waiters.
@@ -82,6 +84,7 @@ impl State {
             Held {
                 token: token.to_owned(),
                 expires,
+                granted: std::time::SystemTime::now(),
             },
         );
         fence

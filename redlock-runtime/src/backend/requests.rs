@@ -1,7 +1,7 @@
 //! The request and reply structs of the store's verbs: what each verb of
 //! [`Backend`](super::Backend) takes and answers, one struct per call.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::Keys;
 
@@ -16,11 +16,14 @@ pub(crate) struct Inspect<'a> {
 }
 
 /// One owner's lease as stored: its token (secret: only its public part
-/// leaves the crate) and the time left.
+/// leaves the crate), the time left, and when the store granted it, where
+/// the store knows better than the token's own time (a holder that waited
+/// in a line: see `owner::granted`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Lease {
     pub(crate) token: String,
     pub(crate) left: Option<Duration>,
+    pub(crate) granted: Option<SystemTime>,
 }
 
 /// What a store keeps under one name, leases that ran out left out.
@@ -57,9 +60,9 @@ pub(crate) const ENDED_KEPT_PAST_LEASE: Duration = Duration::from_secs(10);
 /// What a forced release ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ForceReply {
-    /// The ended holders' tokens (secrets: only their public part leaves
-    /// the crate).
-    pub(crate) ended: Vec<String>,
+    /// The ended holders' leases (their tokens are secrets: only their
+    /// public part leaves the crate), time left unknown.
+    pub(crate) ended: Vec<Lease>,
     /// The lock's fencing counter as raised, when a holder was ended.
     pub(crate) fence: Option<u64>,
     /// The read/write lock's, when its writer was ended.

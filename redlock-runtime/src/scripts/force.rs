@@ -23,7 +23,11 @@ use super::{Lua, NEXT_FENCE};
 /// `KEYS` lock, lock fence, fair queue, rw, rw fence, readers, ended
 /// holders (one hash tag); `ARGV` the counters' retention (ms), how long
 /// to keep the ended holders' ids past the longest ended lease (ms). Returns
-/// `{lock fence or '', write fence or '', {ended tokens}}`.
+/// `{lock fence or '', write fence or '', {ended tokens}, now (ms), the
+/// lock's counter before it was raised or '', the write counter's}`: the
+/// lock's holder is the first token when the lock fence is set, the writer
+/// the next when the write fence is; the counters as they were say when a
+/// holder that waited in a line was granted its lease (`owner::granted`).
 pub(crate) static FORCE_RELEASE: Lua = Lua::new(&[NEXT_FENCE, FORCE_RELEASE_BODY]);
 const FORCE_RELEASE_BODY: &str = r"
 local t = redis.call('TIME')
@@ -35,9 +39,11 @@ local function mark(token, left)
   ended[#ended + 1] = token
   if left > longest then longest = left end
 end
+local prior, write_prior = '', ''
 local lock = redis.call('GET', KEYS[1])
 if lock then
   mark(lock, redis.call('PTTL', KEYS[1]))
+  prior = redis.call('GET', KEYS[2]) or ''
   redis.call('DEL', KEYS[1])
   fence = string.format('%.0f', next_fence(KEYS[2], ARGV[1], t))
   local head = redis.call('LINDEX', KEYS[3], 0)
@@ -46,6 +52,7 @@ end
 local writer = redis.call('GET', KEYS[4])
 if writer then
   mark(writer, redis.call('PTTL', KEYS[4]))
+  write_prior = redis.call('GET', KEYS[5]) or ''
   redis.call('DEL', KEYS[4])
   write_fence = string.format('%.0f', next_fence(KEYS[5], ARGV[1], t))
 end
@@ -57,5 +64,5 @@ if #ended > 0 then
   local keep = longest + tonumber(ARGV[2])
   if redis.call('PTTL', KEYS[7]) < keep then redis.call('PEXPIRE', KEYS[7], keep) end
 end
-return {fence, write_fence, ended}
+return {fence, write_fence, ended, string.format('%d', now), prior, write_prior}
 ";

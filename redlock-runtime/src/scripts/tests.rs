@@ -228,6 +228,8 @@ fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
     // The release's inline copy of `held` checks the same byte.
     assert!(RELEASE_CORE.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
     assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
+    // A token in a line is never marked (its ends always publish).
+    assert!(!crate::owner::queued_token("n", 0).starts_with(crate::owner::MARKABLE));
 }
 
 /// Every message a script publishes, as its text writes it. Whoever may

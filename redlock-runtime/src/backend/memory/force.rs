@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply};
+use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease};
 use super::MemoryBackend;
 use crate::wakeups::waiter_id;
 
@@ -28,7 +28,7 @@ impl MemoryBackend {
             let mut longest = Duration::ZERO;
             if let Some(held) = state.held.remove(&keys.lock).filter(|h| h.expires > now) {
                 longest = longest.max(held.expires - now);
-                reply.ended.push(held.token);
+                reply.ended.push(ended(held.token, Some(held.granted)));
                 reply.fence = Some(state.next_fence(&keys.fence, retention));
                 // The first fair waiter, by its id (an empty wake-up when
                 // no one is in line).
@@ -40,21 +40,23 @@ impl MemoryBackend {
             let writer = state.held.remove(&rw.lock).filter(|h| h.expires > now);
             if let Some(writer) = &writer {
                 longest = longest.max(writer.expires - now);
-                reply.ended.push(writer.token.clone());
+                reply
+                    .ended
+                    .push(ended(writer.token.clone(), Some(writer.granted)));
                 reply.write_fence = Some(state.next_fence(&rw.fence, retention));
             }
             let readers = state.sync.end_readers(&rw.lock, now);
             let rw_freed = writer.is_some() || !readers.is_empty();
             for (token, end) in readers {
                 longest = longest.max(end - now);
-                reply.ended.push(token);
+                reply.ended.push(ended(token, None));
             }
             if !reply.ended.is_empty() {
                 let keep = now + longest + ENDED_KEPT_PAST_LEASE;
                 let (ids, until) = (state.ended)
                     .entry(keys.ended())
                     .or_insert_with(|| (HashSet::new(), keep));
-                ids.extend(reply.ended.iter().map(|token| waiter_id(token)));
+                ids.extend(reply.ended.iter().map(|lease| waiter_id(&lease.token)));
                 *until = (*until).max(keep);
             }
             (head, rw_freed)
@@ -66,5 +68,14 @@ impl MemoryBackend {
             self.wake.released(&rw.lock, Some("*"));
         }
         reply
+    }
+}
+
+/// An ended holder's lease, as the reply names it.
+fn ended(token: String, granted: Option<std::time::SystemTime>) -> Lease {
+    Lease {
+        token,
+        left: None,
+        granted,
     }
 }

@@ -23,6 +23,7 @@ impl MemoryBackend {
                 .map(|h| Lease {
                     token: h.token.clone(),
                     left: Some(h.expires - now),
+                    granted: Some(h.granted),
                 })
         };
         let fence = |key: &str| {

@@ -73,6 +73,7 @@ impl SyncState {
         let lease = |token: &String, end: &Instant| Lease {
             token: token.clone(),
             left: Some(*end - now),
+            granted: None,
         };
         if let Some(readers) = self.readers.get(rw) {
             out.readers = readers

@@ -29,9 +29,9 @@ impl QuorumBackend {
             match answer {
                 Ok(reply) => {
                     answered += 1;
-                    for token in reply.ended {
-                        if !out.ended.contains(&token) {
-                            out.ended.push(token);
+                    for lease in reply.ended {
+                        if !out.ended.iter().any(|l| l.token == lease.token) {
+                            out.ended.push(lease);
                         }
                     }
                     out.fence = out.fence.max(reply.fence);

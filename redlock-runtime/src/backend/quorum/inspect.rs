@@ -48,6 +48,8 @@ impl QuorumBackend {
             .map(|(token, (_, left))| super::super::Lease {
                 token: token.to_owned(),
                 left,
+                // No line on Redlock: a token's own time is its grant's.
+                granted: None,
             });
         Ok(Inspection {
             lock,

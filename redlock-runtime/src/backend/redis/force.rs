@@ -1,15 +1,15 @@
 //! The operator's forced release on one Redis.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use super::super::call::ScriptCall;
-use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, OpError};
+use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease, OpError};
 use super::RedisBackend;
 use crate::scripts;
 use crate::util::millis_ceil;
 
 /// The reply of [`scripts::FORCE_RELEASE`].
-type Reply = (String, String, Vec<String>);
+type Reply = (String, String, Vec<String>, u64, String, String);
 
 impl RedisBackend {
     /// Ends the lock and the read/write lock of a name, whoever holds them
@@ -23,11 +23,11 @@ impl RedisBackend {
         let ForceRelease { keys, rw } = *force;
         let (queue, ended) = (keys.queue(), keys.ended());
         let retention = self.fence_retention_ms;
-        let (fence, write_fence, tokens): Reply = self
+        let (fence, write_fence, tokens, now, prior, write_prior): Reply = self
             .acknowledged_write(
                 &keys.lock,
                 limit,
-                |(_, _, ended): &Reply| !ended.is_empty(),
+                |(_, _, ended, ..): &Reply| !ended.is_empty(),
                 |_| {
                     ScriptCall::new(scripts::FORCE_RELEASE.on(self.publish))
                         .key(&keys.lock)
@@ -42,10 +42,27 @@ impl RedisBackend {
                 },
             )
             .await?;
+        // The counters as they were, in the order the holders were ended:
+        // the lock's, the writer's (see the script's reply).
+        let now = UNIX_EPOCH + Duration::from_millis(now);
+        let (fence, write_fence) = (fence.parse().ok(), write_fence.parse().ok());
+        let mut counters = [
+            (fence.is_some(), prior),
+            (write_fence.is_some(), write_prior),
+        ]
+        .into_iter()
+        .filter_map(|(ended, prior)| ended.then(|| prior.parse().ok()));
+        let ended = (tokens.into_iter())
+            .map(|token| Lease {
+                granted: crate::owner::granted(&token, counters.next().flatten(), now),
+                token,
+                left: None,
+            })
+            .collect();
         Ok(ForceReply {
-            ended: tokens,
-            fence: fence.parse().ok(),
-            write_fence: write_fence.parse().ok(),
+            ended,
+            fence,
+            write_fence,
         })
     }
 }

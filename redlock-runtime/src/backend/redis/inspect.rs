@@ -1,6 +1,6 @@
 //! Reading what one Redis keeps under a name, and its clock.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::super::call::ScriptCall;
 use super::super::{Inspect, Inspection, Lease, OpError};
@@ -72,12 +72,15 @@ impl RedisBackend {
 }
 
 /// A lease of `token` (the lock's value, less a waiter's mark: see
-/// [`scripts::HELD`]) with `pttl` ms left (`PTTL`'s -1/-2: unknown).
-fn lease(mut token: String, pttl: i64) -> Option<Lease> {
+/// [`scripts::HELD`]) with `pttl` ms left (`PTTL`'s -1/-2: unknown),
+/// granted when `fence`, its counter's last token, says (for a holder
+/// that waited in a line: see `owner::granted`), as read at `now`.
+fn lease(mut token: String, pttl: i64, fence: Option<u64>, now: SystemTime) -> Option<Lease> {
     if token.ends_with(scripts::WAITED_MARK) {
         token.pop();
     }
     (!token.is_empty()).then(|| Lease {
+        granted: crate::owner::granted(&token, fence, now),
         token,
         left: u64::try_from(pttl).ok().map(Duration::from_millis),
     })
@@ -94,18 +97,21 @@ fn inspection(reply: Reply) -> Inspection {
     let (now, lock, pttl, fence, fair, writer, wpttl, wfence, readers, writers, permits, ended) =
         reply;
     let now = now.parse::<u64>().unwrap_or(0);
+    let clock = UNIX_EPOCH + Duration::from_millis(now);
+    let (fence, write_fence) = (fence.parse().ok(), wfence.parse().ok());
     Inspection {
-        lock: lease(lock, pttl),
-        fence: fence.parse().ok(),
+        lock: lease(lock, pttl, fence, clock),
+        fence,
         fair_waiters: fair,
-        writer: lease(writer, wpttl),
-        write_fence: wfence.parse().ok(),
+        writer: lease(writer, wpttl, write_fence, clock),
+        write_fence,
         readers: readers
             .chunks(2)
             .filter_map(|pair| match pair {
                 [token, deadline] => Some(Lease {
                     token: token.clone(),
                     left: left(deadline, now),
+                    granted: None,
                 }),
                 _ => None,
             })
@@ -118,6 +124,7 @@ fn inspection(reply: Reply) -> Inspection {
                     Lease {
                         token: token.clone(),
                         left: left(deadline, now),
+                        granted: None,
                     },
                     n.parse().unwrap_or(0),
                 )),
