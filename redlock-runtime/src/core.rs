@@ -224,8 +224,9 @@ async fn run_watchdog(weak: Weak<Core>) {
             let renewed = watchdog::renew(&core.backend, timeout, &core.watchdog, chunk).await;
             sent |= renewed.sent;
             for (held, at) in renewed.gone {
-                // Why it was lost costs a read: off this loop, so that the
-                // other locks' renewals do not wait for it.
+                // Known lost at once; why costs a read: off this loop, so
+                // that the other locks' renewals do not wait for it.
+                held.refuse(at);
                 let core = Arc::clone(&core);
                 tokio::spawn(async move {
                     let settings = &core.settings;

@@ -163,6 +163,12 @@ impl LockGuard {
     /// with the reason. It owns what it needs (it does not borrow the guard),
     /// so it can sit in a `select!` beside the critical section.
     ///
+    /// When Redis answers that the lock is no longer this guard's, the
+    /// reason costs one more read (see [`LostReason`](crate::LostReason)):
+    /// this completes after it, within one command timeout, while
+    /// [`is_held`](Self::is_held) says `false` from the answer on (and a
+    /// body under [`run`](crate::LockRequest::run) is stopped then).
+    ///
     /// If the guard is released or dropped first, the future never completes:
     /// the lock was not lost.
     ///
@@ -179,6 +185,12 @@ impl LockGuard {
     /// ```
     pub fn lost(&self) -> Lost {
         self.held.lost_future()
+    }
+
+    /// Completes as soon as the lock is known lost, before why is read
+    /// (see `HeldLock::refused_future`): what `run` cancels its body by.
+    pub(crate) fn refused(&self) -> Lost {
+        self.held.refused_future()
     }
 
     /// Resets the lease to `ttl` from now (the watchdog then renews with this

@@ -23,6 +23,20 @@ use crate::error::{LockError, LostReason, Operation};
 use crate::loss;
 use crate::telemetry::{self, Labels};
 
+/// What is known of a held lock's loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loss {
+    /// Not known lost.
+    None,
+    /// The store answered that this owner no longer holds it, and why is
+    /// being read (one round trip, see `loss.rs`): every view says it is
+    /// not held from the answer on, not from the read. `guess` is what the
+    /// call's time alone says (`TokenGone` or `Expired`).
+    Reading { guess: LostReason },
+    /// Lost, and why.
+    Known(LostReason),
+}
+
 /// What an acquire that succeeded hands to [`HeldLock::new`].
 #[derive(Debug)]
 pub(crate) struct Taken {
@@ -92,7 +106,7 @@ pub(crate) struct HeldLock {
     /// by the release: no renewal is sent after a release.
     gate: Arc<tokio::sync::Mutex<()>>,
     lease: Mutex<Lease>,
-    lost: watch::Sender<Option<LostReason>>,
+    lost: watch::Sender<Loss>,
     /// Set once the owning guard released or dropped the lock: every view
     /// of it (reentrant guards, [`CurrentLock`](crate::CurrentLock)) then
     /// says it is not held.
@@ -147,7 +161,7 @@ impl HeldLock {
                 deadline: sent + validity,
                 retry_at: None,
             }),
-            lost: watch::Sender::new(None),
+            lost: watch::Sender::new(Loss::None),
             ended: AtomicBool::new(false),
             labels,
             acquired_at: Instant::now(),
@@ -333,8 +347,12 @@ impl HeldLock {
         Arc::clone(&self.gate).lock_owned().await
     }
 
+    /// Why the lock was lost, once known.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        *self.lost.borrow()
+        match *self.lost.borrow() {
+            Loss::Known(reason) => Some(reason),
+            Loss::None | Loss::Reading { .. } => None,
+        }
     }
 
     /// Not released, not known lost, and the lease last confirmed has not
@@ -367,19 +385,39 @@ impl HeldLock {
         if self.ended.load(Ordering::Acquire) {
             return Some(LostReason::Released);
         }
-        if let Some(reason) = self.lost_reason() {
-            return Some(reason);
+        match *self.lost.borrow() {
+            Loss::Known(reason) | Loss::Reading { guess: reason } => return Some(reason),
+            Loss::None => {}
         }
         (now >= self.lease().deadline).then(|| self.ran_out())
     }
 
-    /// A future that completes when the lock is known or presumed lost.
+    /// A future that completes when the lock is known or presumed lost,
+    /// with why.
     pub(crate) fn lost_future(&self) -> Lost {
+        self.loss_future(|loss| match loss {
+            Loss::Known(reason) => Some(reason),
+            Loss::None | Loss::Reading { .. } => None,
+        })
+    }
+
+    /// A future that completes as soon as the lock is known lost, before
+    /// why is read: what a body run under the lock is cancelled by. Its
+    /// reason is the guess the call's time gives; [`lost_future`](Self::lost_future)
+    /// then completes with the one read, within one command timeout.
+    pub(crate) fn refused_future(&self) -> Lost {
+        self.loss_future(|loss| match loss {
+            Loss::Known(reason) | Loss::Reading { guess: reason } => Some(reason),
+            Loss::None => None,
+        })
+    }
+
+    fn loss_future(&self, done: fn(Loss) -> Option<LostReason>) -> Lost {
         let mut rx = self.lost.subscribe();
         Lost {
             inner: Box::pin(async move {
                 loop {
-                    if let Some(reason) = *rx.borrow_and_update() {
+                    if let Some(reason) = done(*rx.borrow_and_update()) {
                         return reason;
                     }
                     if rx.changed().await.is_err() {
@@ -391,10 +429,10 @@ impl HeldLock {
         }
     }
 
-    /// Marks the lock lost (once) and wakes every [`Lost`] future.
     /// Marks the lock lost after the store answered, to a call sent at
-    /// `sent`, that this owner no longer holds it; returns why (see
-    /// `loss.rs`), or the reason already known.
+    /// `sent`, that this owner no longer holds it: at once (see
+    /// [`refused_future`](Self::refused_future)), then with why, once read
+    /// (see `loss.rs`); returns why, or the reason already known.
     pub(crate) async fn lose(
         &self,
         backend: &Backend,
@@ -405,26 +443,51 @@ impl HeldLock {
         if let Some(known) = self.lost_reason() {
             return known;
         }
+        let in_lease = self.refuse(sent);
         let found = loss::Found {
             keys: &self.keys,
             token: &self.token,
             prefix,
-            in_lease: sent < self.lease().deadline,
+            in_lease,
         };
         let reason = loss::why(backend, found, limit).await;
         self.mark_lost(reason);
         self.lost_reason().unwrap_or(reason)
     }
 
+    /// Marks the lock known lost, why not yet read, after the store
+    /// answered that this owner no longer holds it to a call sent at
+    /// `sent`: every view says it is not held from now on, and a body run
+    /// under it is cancelled (see [`refused_future`](Self::refused_future)).
+    /// Whether the lease was still presumed held when the call went out.
+    pub(crate) fn refuse(&self, sent: Instant) -> bool {
+        let in_lease = sent < self.lease().deadline;
+        let guess = if in_lease {
+            LostReason::TokenGone
+        } else {
+            LostReason::Expired
+        };
+        self.lost.send_if_modified(|current| {
+            let first = *current == Loss::None;
+            if first {
+                *current = Loss::Reading { guess };
+            }
+            first
+        });
+        in_lease
+    }
+
+    /// Marks the lock lost for `reason` (once: a reason known stays) and
+    /// wakes every [`Lost`] future.
     pub(crate) fn mark_lost(&self, reason: LostReason) {
         let first = self.lost.send_if_modified(|current| {
-            if current.is_none() {
+            if let Loss::Known(_) = current {
+                false
+            } else {
                 // Counted before anyone waiting on `lost()` wakes.
                 telemetry::lost(&self.labels, reason);
-                *current = Some(reason);
+                *current = Loss::Known(reason);
                 true
-            } else {
-                false
             }
         });
         if first {
@@ -450,7 +513,8 @@ impl HeldLock {
         };
         // The work under the lock ended before this: was the lease still
         // presumed held then?
-        let presumed_held = self.lost_reason().is_none() && Instant::now() < self.lease().deadline;
+        let presumed_held =
+            *self.lost.borrow() == Loss::None && Instant::now() < self.lease().deadline;
         let (ended, resent) = resend::track(backend.end(&end, limit)).await;
         let ended = ended?;
         if ended == Ended::HeldUntilMinimum {
@@ -462,6 +526,20 @@ impl HeldLock {
         }
         Ok(ended != Ended::NotOwner)
     }
+}
+
+/// Why a lock known lost was lost: `lost`'s reason, read within one
+/// `command_timeout` (see `HeldLock::lose`), else `guess` (the read never
+/// came back).
+pub(crate) async fn reason_within(
+    lost: Lost,
+    guess: LostReason,
+    command_timeout: Duration,
+) -> LostReason {
+    // The read is bounded by the command timeout; the margin is for its
+    // task to be scheduled on a loaded runtime.
+    let limit = command_timeout * 2 + Duration::from_millis(100);
+    tokio::time::timeout(limit, lost).await.unwrap_or(guess)
 }
 
 /// Completes when a lock is known or presumed lost; made by

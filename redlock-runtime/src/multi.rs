@@ -180,10 +180,12 @@ impl MultiLock {
         };
         let value = match on_lost {
             OnLost::Cancel => {
-                let lost = guard.lost();
+                let refused = guard.refused();
                 tokio::select! {
                     biased;
-                    reason = lost => {
+                    guess = refused => {
+                        // The body is dropped: now why (one read at most).
+                        let reason = crate::lock::reason_within(guard.lost(), guess, client.settings().command_timeout).await;
                         let key = guard.lost_key().unwrap_or_default();
                         tracing::warn!(target: "redlock", key = %key, %reason, "multi-lock lost; body cancelled");
                         let _ = guard.release().await;
@@ -454,6 +456,12 @@ impl MultiLockGuard {
     /// Completes when any of the locks is known or presumed lost.
     pub fn lost(&self) -> Lost {
         Lost::any(self.guards.iter().map(LockGuard::lost).collect())
+    }
+
+    /// Completes as soon as any lock is known lost, before why is read:
+    /// what `run` cancels its body by.
+    fn refused(&self) -> Lost {
+        Lost::any(self.guards.iter().map(LockGuard::refused).collect())
     }
 
     /// The key of a lock that is lost, if one is.

@@ -295,10 +295,12 @@ impl LockRequest {
         let body = body.instrument(guard.span().clone());
         let value = match on_lost {
             OnLost::Cancel => {
-                let lost = guard.lost();
+                let refused = guard.refused();
                 tokio::select! {
                     biased;
-                    reason = lost => {
+                    guess = refused => {
+                        // The body is dropped: now why (one read at most).
+                        let reason = crate::lock::reason_within(guard.lost(), guess, core.settings().command_timeout).await;
                         tracing::warn!(target: "redlock", key = %key, %reason, "lock lost; body cancelled");
                         let _ = guard.release().await;
                         return Err(LockError::Lost { key, reason });

@@ -375,3 +375,127 @@ fn force_release_of_a_fair_lock_hands_it_to_the_first_in_line(#[case] backend: B
         guard.release().await.expect("release");
     });
 }
+
+/// When something happened, once.
+type At = std::sync::Arc<std::sync::Mutex<Option<tokio::time::Instant>>>;
+
+fn now_into(at: &At) {
+    if let Ok(mut at) = at.lock() {
+        at.get_or_insert_with(tokio::time::Instant::now);
+    }
+}
+
+fn read(at: &At, what: &str) -> tokio::time::Instant {
+    at.lock()
+        .ok()
+        .and_then(|at| *at)
+        .unwrap_or_else(|| panic!("{what} never happened"))
+}
+
+/// Records when it is dropped: when a body run under a lock was cancelled.
+struct DroppedAt(At);
+
+impl Drop for DroppedAt {
+    fn drop(&mut self) {
+        now_into(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_found_gone_is_not_held_at_once_not_once_why_is_read() {
+    // Every round trip through the proxy takes 0.8 s. The watchdog's
+    // renewal finds the lock another owner's: from that answer on, the
+    // lock is not held (`is_held`, and a body run under it is cancelled);
+    // `lost()` completes one round trip later, with the reason (taken
+    // over, which only the read that follows the answer can tell).
+    // Before, all of it waited for the read.
+    let server = redlock_tests::RedisServer::start().await;
+    let proxy = redlock_tests::FaultProxy::start(server.addr()).await;
+    let locks = LockClient::builder()
+        .url(proxy.url())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("connect through the proxy");
+    let (cancelled, not_held, lost) = (At::default(), At::default(), At::default());
+    let (flag, watch_held, watch_lost) = (
+        DroppedAt(At::clone(&cancelled)),
+        At::clone(&not_held),
+        At::clone(&lost),
+    );
+    let ttl = Duration::from_secs(9);
+    let run = locks.lock("cancelled-at-once").ttl(ttl).run(async move {
+        let _flag = flag;
+        let current = redlock_runtime::current_lock().expect("run under the lock");
+        let lost = current.lost();
+        // Watches from outside the body, which is cancelled.
+        tokio::spawn(async move {
+            let reason = lost.await;
+            now_into(&watch_lost);
+            reason
+        });
+        tokio::spawn(async move {
+            for _ in 0..3000 {
+                if !current.is_held() {
+                    now_into(&watch_held);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        std::future::pending::<()>().await;
+    });
+    let running = tokio::spawn(run);
+    let mut raw = raw_connection(server.url()).await;
+    for _ in 0..500 {
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg("lock:{cancelled-at-once}")
+            .query_async(&mut raw)
+            .await
+            .expect("EXISTS");
+        if exists == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The read's script loaded before the latency (a first `EVALSHA`
+    // costs two more round trips).
+    locks.inspect("cancelled-at-once").await.expect("inspect");
+    proxy.set_latency(Duration::from_millis(400));
+    // Another owner's lock in its place, in one step (no renewal can land
+    // between a delete and a new acquire).
+    let _: () = redis::cmd("SET")
+        .arg("lock:{cancelled-at-once}")
+        .arg("~0b7e4c1a-0000-4000-8000-000000000000.0.someone-else")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut raw)
+        .await
+        .expect("SET");
+    let result = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("run returns once its renewal finds the lock gone")
+        .expect("join");
+    assert!(
+        matches!(
+            result,
+            Err(LockError::Lost {
+                reason: LostReason::TakenOver,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    let lost = read(&lost, "lost()");
+    for (at, what) in [
+        (&cancelled, "the body's cancellation"),
+        (&not_held, "is_held() false"),
+    ] {
+        let at = read(at, what);
+        assert!(
+            at + Duration::from_millis(400) <= lost,
+            "{what} came only {:?} before lost(): it waited for the read of why",
+            lost.saturating_duration_since(at)
+        );
+    }
+}
