@@ -6,6 +6,31 @@ use std::time::Duration;
 pub use crate::connect_failure::ConnectFailure;
 pub use config::ConfigError;
 
+/// Writes an error's `Debug` as `anyhow` does: the message first (its
+/// `Display`, with the advice it gives), then, after a blank line, its
+/// variant and fields as `#[derive(Debug)]` would (`{:#?}` spreads them
+/// over lines). `fn main() -> Result<(), E>` prints an error's `Debug`: it
+/// must say what went wrong and what to do, not just name a variant.
+///
+/// Each variant is listed with every field: the patterns name them all,
+/// so a field or variant added later fails to compile until it is listed.
+macro_rules! debug_with_message {
+    ($error:expr, $f:expr, $Enum:ident {
+        $($Variant:ident { $($field:ident),* $(,)? }),* $(,)?
+    } $(tuples { $($Tuple:ident),* $(,)? })? $(units { $($Unit:ident),* $(,)? })?) => {{
+        let (error, f) = ($error, $f);
+        write!(f, "{error}\n\n")?;
+        match error {
+            $($Enum::$Variant { $($field),* } => f
+                .debug_struct(stringify!($Variant))
+                $(.field(stringify!($field), $field))*
+                .finish(),)*
+            $($($Enum::$Tuple(inner) => f.debug_tuple(stringify!($Tuple)).field(inner).finish(),)*)?
+            $($($Enum::$Unit => f.write_str(stringify!($Unit)),)*)?
+        }
+    }};
+}
+
 mod config;
 
 /// ` (holder)` for a busy error's message, or nothing.
@@ -31,7 +56,7 @@ pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore 
 /// Every message names the key and says what to do. Use the predicates
 /// ([`is_busy`](Self::is_busy), [`is_transient`](Self::is_transient)) rather
 /// than matching exhaustively: new variants may be added.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock is held by another owner and no wait was allowed.
@@ -243,6 +268,29 @@ pub enum LockError {
         /// How long the primary waited for them.
         timeout: Duration,
     },
+}
+
+/// `Debug` leads with the message (what `fn main() -> Result<(), LockError>`
+/// prints), then the fields (see `debug_with_message!`).
+impl fmt::Debug for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        debug_with_message!(self, f, LockError {
+            Busy { key, holder },
+            WaitTimeout { key, waited, holder },
+            Lost { key, reason },
+            Upgrade { key },
+            Latch { key, expired },
+            InvalidKey { key, reason },
+            Connect { url, failure, detail },
+            Connection { key, op, failure, detail },
+            Redis { key, op, source },
+            Timeout { key, op, timeout },
+            Redirected { key, op, timeout, last },
+            Pool { key, op, timeout, last_error },
+            Quorum { key, op, detail },
+            Replicas { key, op, wanted, acknowledged, timeout },
+        } tuples { Config })
+    }
 }
 
 /// How the nodes of a Redlock client answered one operation (see
@@ -492,6 +540,44 @@ impl fmt::Display for Operation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_leads_with_the_message_then_the_fields() {
+        // What `fn main() -> Result<(), LockError>` prints on a wrong
+        // password: the advice first, then what a bug report needs.
+        let err = LockError::Connect {
+            url: "redis://:***@cache:6379".to_owned(),
+            failure: ConnectFailure::Auth,
+            detail: "WRONGPASS invalid username-password pair".to_owned(),
+        };
+        let debug = format!("{err:?}");
+        let message = err.to_string();
+        assert!(debug.starts_with(&format!("{message}\n\n")), "{debug}");
+        assert!(message.contains("password"), "{message}");
+        assert!(
+            debug.ends_with(
+                "Connect { url: \"redis://:***@cache:6379\", failure: Auth, detail: \
+                 \"WRONGPASS invalid username-password pair\" }"
+            ),
+            "{debug}"
+        );
+        // Nested, unit and tuple variants alike.
+        let config = LockError::Config(ConfigError::ZeroPoolSize);
+        let debug = format!("{config:?}");
+        assert!(debug.starts_with(&config.to_string()), "{debug}");
+        let inner = ConfigError::ZeroPoolSize;
+        assert!(debug.ends_with(&format!("Config({inner:?})")), "{debug}");
+        assert_eq!(format!("{inner:?}"), format!("{inner}\n\nZeroPoolSize"));
+        let bad = ConfigError::InvalidUrl {
+            url: "redis://cache:x".to_owned(),
+            reason: "invalid port".to_owned(),
+        };
+        assert!(
+            format!("{bad:?}")
+                .ends_with("\n\nInvalidUrl { url: \"redis://cache:x\", reason: \"invalid port\" }"),
+            "{bad:?}"
+        );
+    }
 
     fn server_error(code: &str) -> redis::RedisError {
         redis::make_extension_error(code.to_owned(), Some("detail".to_owned()))

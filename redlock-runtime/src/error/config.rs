@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// A setting that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The Redis URL does not parse.
@@ -164,4 +164,28 @@ pub enum ConfigError {
          its own client with `client = ..`"
     )]
     NotInstalled,
+}
+
+/// `Debug` leads with the message, then the fields (see
+/// `debug_with_message!` in `error.rs`).
+impl std::fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        debug_with_message!(self, f, ConfigError {
+            InvalidUrl { url, reason },
+            ConflictingTargets { first, second },
+            NotForTarget { setting, target, hint },
+            InvalidDuration { name, value, reason },
+            InvalidCount { name, value, reason },
+            InvalidClientName { reason },
+            Unsupported { feature, reason },
+            InvalidNodes { reason },
+            InvalidClusterNodes { reason },
+            NotACluster { node },
+            InvalidSentinels { reason },
+            UnknownSentinelMaster { master, sentinels },
+            PrefixTooLong { len, max },
+            ServerTooOld { target, version },
+            EvictingPolicy { target, policy },
+        } units { MissingRedis, ZeroPoolSize, NotInstalled })
+    }
 }
