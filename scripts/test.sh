@@ -22,4 +22,7 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   exit 1
 fi
 
+echo "Running the whole suite: about 15 minutes on 2 cores once built (a first build adds about 5)." >&2
+echo "The slow suites start and break real servers: redlock-runtime's soak, faults, sync_faults, cluster and sentinel, and the harness crate's (tests/tests)." >&2
+echo "Quick loop: cargo test -p redlock-runtime --lib; one suite: cargo test -p redlock-runtime --test lock." >&2
 exec cargo test --workspace --locked "$@"
