@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use redlock_runtime::__private::record::{
+use redlock_runtime::records::{
     ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, RecordLease, Records,
 };
 use redlock_runtime::{LockClient, RedisPool};
@@ -106,11 +106,10 @@ pub(crate) struct Stored {
 impl Stored {
     /// As the runtime stores it.
     pub(crate) fn completion(&self) -> Completion {
-        Completion {
-            replayable: self.body.is_some(),
-            status: self.status.as_u16(),
-            headers: encode_headers(&self.headers),
-            body: self.body.as_deref().unwrap_or_default().to_vec(),
+        let (status, headers) = (self.status.as_u16(), encode_headers(&self.headers));
+        match &self.body {
+            Some(body) => Completion::new(status, headers, body.to_vec()),
+            None => Completion::unreplayable(status, headers),
         }
     }
 
@@ -187,6 +186,13 @@ impl IdempotencyStore {
                     Claim::Completed(Stored::from_completion(c).map_err(StoreError::Corrupt)?)
                 }
                 Claimed::Mismatch => Claim::Mismatch,
+                _ => {
+                    return Err(StoreError::Corrupt(
+                        "a claim answer this version of redlock-axum does not know: use the \
+                         redlock-runtime version it was released with"
+                            .to_owned(),
+                    ));
+                }
             },
         )
     }

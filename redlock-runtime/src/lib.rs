@@ -511,6 +511,20 @@
 //! [`LockClient::in_memory`] gives the same semantics inside one process: for
 //! single-instance services and for your own unit tests.
 //!
+//! # Idempotency records
+//!
+//! [`records`] is the store under `redlock-axum`'s idempotency layer:
+//! claim a record by key (one wins; duplicates are told it is in progress,
+//! or get the stored result once it completed), with a lease the watchdog
+//! renews and a fencing token, on every store a lock runs on. Build your
+//! own layer on it (a message consumer, a job runner).
+//!
+//! # Test hooks
+//!
+//! The `test-util` feature adds the `test_util` module: hooks for suites and
+//! benchmarks (an owner token, renewal counters, script texts). Not for a
+//! service, and not covered by semver.
+//!
 //! # Logs, spans and metrics
 //!
 //! `tracing` events (target `redlock`) for acquire, wait, renew, lost and
@@ -553,7 +567,7 @@ mod loss;
 pub mod metrics;
 mod multi;
 mod owner;
-mod record;
+pub mod records;
 mod request;
 mod rwlock;
 mod scope;
@@ -585,7 +599,7 @@ pub use rwlock::RwLock;
 pub use scope::{CurrentLock, OnLost, current_lock};
 pub use semaphore::{Permit, Semaphore};
 pub use tls::TlsCertificates;
-pub use util::MAX_KEY_LEN;
+pub use util::{MAX_KEY_LEN, redact_url};
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
@@ -600,6 +614,10 @@ pub use bb8_redis;
 /// [`LockClientBuilder::pool`] take (build it with [`bb8_redis`]'s
 /// re-exported `bb8`).
 pub type RedisPool = bb8_redis::bb8::Pool<bb8_redis::RedisConnectionManager>;
+
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod test_util;
 
 // Not public API: used by the code `#[distributed_lock]` generates.
 #[doc(hidden)]

@@ -329,8 +329,8 @@ redis.call('PUBLISH', KEYS[1], head and redis.sha1hex(head) or '')
 return 1
 ";
 
-// Idempotency records (the `redlock-axum` layer's, through
-// `__private::record`). A record is a hash at `KEYS[1]`:
+// Idempotency records (`crate::records`, under the `redlock-axum`
+// layer). A record is a hash at `KEYS[1]`:
 // - `st`: `p` (in progress), `c` (completed, replayable) or `n` (completed,
 //   too large to replay);
 // - `own`: the owner token (while in progress only), `fen`: the fencing

@@ -206,7 +206,8 @@ pub struct Permit {
 }
 
 impl Permit {
-    /// The guard under the permits (for `__private`'s test helpers).
+    #[cfg(feature = "test-util")]
+    /// The guard under the permits (for `test_util`'s hooks).
     pub(crate) fn into_guard(self) -> LockGuard {
         self.guard
     }

@@ -31,11 +31,11 @@ pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// ```
 /// assert_eq!(
-///     redlock_runtime::__private::redact_url("redis://app:hunter2@cache:6379/0"),
+///     redlock_runtime::redact_url("redis://app:hunter2@cache:6379/0"),
 ///     "redis://app:***@cache:6379/0"
 /// );
 /// assert_eq!(
-///     redlock_runtime::__private::redact_url("redis+unix:///run/redis.sock?db=0&pass=hunter2"),
+///     redlock_runtime::redact_url("redis+unix:///run/redis.sock?db=0&pass=hunter2"),
 ///     "redis+unix:///run/redis.sock?db=0&pass=***"
 /// );
 /// ```

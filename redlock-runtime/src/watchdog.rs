@@ -123,6 +123,7 @@ impl Watchdog {
         self.state().leases.len()
     }
 
+    #[cfg(feature = "test-util")]
     /// How many renewal round trips were sent so far.
     pub(crate) fn round_trips(&self) -> u64 {
         self.state().round_trips

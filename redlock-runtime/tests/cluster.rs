@@ -617,14 +617,14 @@ async fn ten_thousand_locks_over_three_masters_renew_in_at_most_two_pipelines_pe
         conns.push(c);
     }
     let before: BTreeMap<String, u64> =
-        redlock_runtime::__private::renewal_pipelines_per_node(&locks)
+        redlock_runtime::test_util::renewal_pipelines_per_node(&locks)
             .into_iter()
             .collect();
     let started = Instant::now();
     tokio::time::sleep(Duration::from_secs(7)).await;
     let elapsed = started.elapsed();
     let after: BTreeMap<String, u64> =
-        redlock_runtime::__private::renewal_pipelines_per_node(&locks)
+        redlock_runtime::test_util::renewal_pipelines_per_node(&locks)
             .into_iter()
             .collect();
     let periods = elapsed.as_secs_f64() / (ttl.as_secs_f64() / 3.0);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redlock_runtime::__private::coalesced_batches;
+use redlock_runtime::test_util::coalesced_batches;
 use redlock_runtime::{LockClient, LockError};
 use redlock_tests::{FaultProxy, FencedStore, RedisServer, raw_connection};
 use tokio::task::JoinSet;

@@ -433,7 +433,7 @@ async fn a_waiter_that_leaves_holding_a_grant_passes_it_on() {
     let mut redis = redlock_tests::raw_connection(&url).await;
     let granted_to: String = redis.get("lock:{race}").await.expect("GET");
     let left = Instant::now();
-    let held: i64 = redis::Script::new(&redlock_runtime::__private::fair_leave_lua())
+    let held: i64 = redis::Script::new(&redlock_runtime::test_util::fair_leave_lua())
         .key("lock:{race}")
         .key("lock:{race}:queue")
         .key("lock:{race}:waiters")
@@ -494,7 +494,7 @@ async fn issue_32_the_lock_channel_carries_no_owner_token() {
         }
     });
     let token_of = |guard: &redlock_runtime::LockGuard| {
-        redlock_runtime::__private::owner_token(guard).to_owned()
+        redlock_runtime::test_util::owner_token(guard).to_owned()
     };
     let mut tokens = Vec::new();
     let locks = LockClient::connect(&url).await.expect("connect");

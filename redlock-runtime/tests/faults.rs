@@ -652,7 +652,7 @@ async fn a_token_from_a_node_whose_clock_runs_ahead_is_spread_by_the_release() {
 async fn an_idempotency_claim_dropped_mid_flight_is_given_back() {
     // The idempotency layer's claims go through the runtime like acquires:
     // one cut short after its script ran leaves no record in progress.
-    use redlock_runtime::__private::record::{Claimed, RecordKeys, Records};
+    use redlock_runtime::records::{Claimed, RecordKeys, Records};
     let server = RedisServer::start().await;
     let proxy = FaultProxy::start(server.addr()).await;
     let records = Records::new(&one_connection(&proxy.url()).await);

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use redlock_runtime::{__private::owner_token, LockClient, LockError};
+use redlock_runtime::{LockClient, LockError, test_util::owner_token};
 use redlock_tests::{Backend, RedisServer};
 use rstest::rstest;
 

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_runtime::__private::record::{Claimed, Completion, RecordKeys, Records};
+use redlock_runtime::records::{Claimed, Completion, RecordKeys, Records};
 use redlock_runtime::{LockClient, LockError, LostReason};
 use redlock_tests::{FaultProxy, RedisCluster, RedisServer};
 

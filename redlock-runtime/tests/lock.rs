@@ -182,7 +182,7 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
             let stored: String = redis.get("lock:{expire}").await.expect("GET");
             assert_eq!(
                 stored,
-                redlock_runtime::__private::owner_token(&next),
+                redlock_runtime::test_util::owner_token(&next),
                 "the new owner's lock is untouched"
             );
         }
@@ -565,10 +565,10 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
         .await
         .expect("acquire");
     let stored: String = redis.get("lock:{order:42}").await.expect("GET");
-    assert_eq!(stored, redlock_runtime::__private::owner_token(&guard));
+    assert_eq!(stored, redlock_runtime::test_util::owner_token(&guard));
     // `~uuid.since.name`: a waiter may mark it (`~`), a random secret, the
     // acquire time and the name.
-    let token = redlock_runtime::__private::owner_token(&guard);
+    let token = redlock_runtime::test_util::owner_token(&guard);
     let (secret, rest) = token.split_once('.').expect("uuid first");
     let secret = secret.strip_prefix('~').expect("markable");
     assert!(uuid::Uuid::parse_str(secret).is_ok_and(|u| u.get_version_num() == 4));
@@ -967,7 +967,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
         }
     }
     assert_eq!(locks.held_locks(), LOCKS);
-    let before = redlock_runtime::__private::renewal_round_trips(&locks);
+    let before = redlock_runtime::test_util::renewal_round_trips(&locks);
     let mut redis = redlock_tests::raw_connection(&server.url()).await;
     let hold = ttl * 3;
     let started = Instant::now();
@@ -979,7 +979,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
         .await
         .expect("SCRIPT FLUSH");
     tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
-    let round_trips = redlock_runtime::__private::renewal_round_trips(&locks) - before;
+    let round_trips = redlock_runtime::test_util::renewal_round_trips(&locks) - before;
     eprintln!("{LOCKS} locks, {hold:?} hold: {round_trips} renewal round trips");
 
     let lost: Vec<_> = guards
@@ -996,7 +996,7 @@ async fn batched_renewal_keeps_a_thousand_locks_alive_in_few_round_trips() {
     for (guard, stored) in guards.iter().zip(&stored) {
         assert_eq!(
             stored.as_deref(),
-            Some(redlock_runtime::__private::owner_token(guard)),
+            Some(redlock_runtime::test_util::owner_token(guard)),
             "{} in Redis",
             guard.key()
         );

@@ -36,7 +36,7 @@ fn logs_carry_the_key_and_never_the_token_or_password() {
             .acquire()
             .await
             .expect("acquire");
-        tokens.push(redlock_runtime::__private::owner_token(&guard).to_owned());
+        tokens.push(redlock_runtime::test_util::owner_token(&guard).to_owned());
         tokio::time::sleep(ttl).await;
         guard.release().await.expect("release");
         // wait, then lost
@@ -47,7 +47,7 @@ fn logs_carry_the_key_and_never_the_token_or_password() {
             .acquire()
             .await
             .expect("acquire");
-        tokens.push(redlock_runtime::__private::owner_token(&guard).to_owned());
+        tokens.push(redlock_runtime::test_util::owner_token(&guard).to_owned());
         let err = locks
             .lock("audit")
             .wait(Duration::from_millis(50))

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use redlock_runtime::{__private::owner_token, LockClient, LockError, LockInfo, LostReason};
+use redlock_runtime::{LockClient, LockError, LockInfo, LostReason, test_util::owner_token};
 use redlock_tests::{Backend, FencedStore, Started, raw_connection};
 use rstest::rstest;
 

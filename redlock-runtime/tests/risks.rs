@@ -119,9 +119,9 @@ async fn a_renewal_never_shortens_a_longer_lease() {
     // still on its way: the lease is longer than the renewal's ttl.
     let mut conn = raw_connection(server.url()).await;
     let _: bool = conn.pexpire("lock:{lease}", 20_000).await.expect("PEXPIRE");
-    let before = redlock_runtime::__private::renewal_round_trips(&locks);
+    let before = redlock_runtime::test_util::renewal_round_trips(&locks);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while redlock_runtime::__private::renewal_round_trips(&locks) < before + 2 {
+    while redlock_runtime::test_util::renewal_round_trips(&locks) < before + 2 {
         assert!(Instant::now() < deadline, "no renewal");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

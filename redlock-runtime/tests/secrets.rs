@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use redlock_runtime::__private::redact_url;
 use redlock_runtime::LockClient;
+use redlock_runtime::redact_url;
 use redlock_tests::LogCapture;
 
 /// Markers that appear in no URL template: any of them in an output is a

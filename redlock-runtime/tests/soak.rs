@@ -337,7 +337,7 @@ async fn soak_one_redis_with_coalesced_fenced_calls() {
         |url| vec![fenced_client(url)],
     )
     .await;
-    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
+    let (batches, calls) = redlock_runtime::test_util::coalesced_batches(&clients[0]);
     println!("coalesced: {batches} batches of {calls} calls");
     assert!(batches > 0, "the soak's calls were coalesced");
 }
@@ -407,7 +407,7 @@ async fn soak_one_redis_restarting_with_coalesced_fenced_calls() {
         |url| vec![fenced_client(url)],
     )
     .await;
-    let (batches, calls) = redlock_runtime::__private::coalesced_batches(&clients[0]);
+    let (batches, calls) = redlock_runtime::test_util::coalesced_batches(&clients[0]);
     println!("coalesced: {batches} batches of {calls} calls");
     assert!(batches > 0, "the soak's calls were coalesced");
 }

@@ -354,7 +354,7 @@ async fn a_double_release_changes_nothing(nodes: Nodes) {
     let other = nodes.node(1).semaphore("pool", 4).permits(2);
     let other = other.acquire().await.expect("the other two");
     assert_eq!(jobs.available().await.expect("available"), 0);
-    let (first, second) = redlock_runtime::__private::release_twice(twice)
+    let (first, second) = redlock_runtime::test_util::release_twice(twice)
         .await
         .expect("both releases answered");
     assert!(first && !second, "the second release found nothing");

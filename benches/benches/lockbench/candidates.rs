@@ -179,21 +179,21 @@ impl Scripts {
         Scripts {
             release: baselines::release_script(),
             // The runtime's own texts, so that no copy drifts.
-            acquire: Script::new(&redlock_runtime::__private::acquire_lua()),
+            acquire: Script::new(&redlock_runtime::test_util::acquire_lua()),
             lua_set_nx: Script::new(LUA_SET_NX),
             node_counter: Script::new(
                 &[
-                    redlock_runtime::__private::NEXT_FENCE_LUA,
+                    redlock_runtime::test_util::NEXT_FENCE_LUA,
                     NODE_COUNTER_BODY,
                 ]
                 .concat(),
             ),
-            issue_fence: Script::new(&redlock_runtime::__private::issue_fence_lua()),
+            issue_fence: Script::new(&redlock_runtime::test_util::issue_fence_lua()),
             publish_always: Script::new(RELEASE_PUBLISH_ALWAYS),
             numsub: Script::new(RELEASE_NUMSUB),
             // The runtime's own text, sent with one key and one argument
             // (the counter branch is never taken).
-            on_mark: Script::new(&redlock_runtime::__private::release_lua()),
+            on_mark: Script::new(&redlock_runtime::test_util::release_lua()),
         }
     }
 }

@@ -186,7 +186,7 @@ pub(crate) async fn cluster(single_url: &str, cfg: &Config) -> ClusterRun {
         }
     }
     let counts = || -> BTreeMap<String, u64> {
-        redlock_runtime::__private::renewal_pipelines_per_node(&clustered)
+        redlock_runtime::test_util::renewal_pipelines_per_node(&clustered)
             .into_iter()
             .collect()
     };

@@ -112,10 +112,10 @@ pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConn
     let acquire_secs = started.elapsed().as_secs_f64();
 
     let before = commandstats(admin).await;
-    let trips_before = redlock_runtime::__private::renewal_round_trips(&client);
+    let trips_before = redlock_runtime::test_util::renewal_round_trips(&client);
     let window = Instant::now();
     tokio::time::sleep(cfg.renewal_secs).await;
-    let trips_after = redlock_runtime::__private::renewal_round_trips(&client);
+    let trips_after = redlock_runtime::test_util::renewal_round_trips(&client);
     let after = commandstats(admin).await;
     let window_secs = window.elapsed().as_secs_f64();
     let watched = client.held_locks();

@@ -396,7 +396,7 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
     }
     let coalesced = [("ours", &bench.client), ("ours_fenced", &bench.fenced)]
         .into_iter()
-        .map(|(name, client)| (name, redlock_runtime::__private::coalesced_batches(client)))
+        .map(|(name, client)| (name, redlock_runtime::test_util::coalesced_batches(client)))
         .collect();
     let keys = KeySpace {
         coalesced,

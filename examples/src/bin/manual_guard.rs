@@ -90,7 +90,7 @@ async fn clients() -> Result<(LockClient, LockClient)> {
             let b = connect().await?;
             println!(
                 "manual_guard: using Redis at {}",
-                redlock_runtime::__private::redact_url(&url)
+                redlock_runtime::redact_url(&url)
             );
             Ok((a, b))
         }

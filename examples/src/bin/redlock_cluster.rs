@@ -127,7 +127,7 @@ async fn run(urls: &[String]) -> Result<()> {
         println!(
             "   node {}: {} {state}",
             i + 1,
-            redlock_runtime::__private::redact_url(url)
+            redlock_runtime::redact_url(url)
         );
     }
 

@@ -169,7 +169,7 @@ async fn run() -> Result<(), String> {
             println!(
                 "# node {node}: Redis at {}, period {} ms, job {JOB_KEY:?} (runs {} ms, held \
                  at least 250 ms), {ticks}",
-                redlock_runtime::__private::redact_url(url),
+                redlock_runtime::redact_url(url),
                 config.period_ms,
                 WORK.as_millis()
             );

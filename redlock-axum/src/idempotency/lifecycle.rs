@@ -18,7 +18,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request};
 use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use redlock_runtime::__private::record::{RecordKeys, RecordLease};
+use redlock_runtime::records::{RecordKeys, RecordLease};
 use tokio::time::Instant;
 use tower_service::Service;
 

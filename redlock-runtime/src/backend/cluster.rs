@@ -461,6 +461,7 @@ impl ClusterBackend {
         self.seeds.iter().map(|s| s.info.clone()).collect()
     }
 
+    #[cfg(feature = "test-util")]
     /// Watchdog renewal pipelines sent to each node so far, by node name.
     pub(crate) fn renewal_pipelines(&self) -> Vec<(String, u64)> {
         let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);

@@ -209,6 +209,7 @@ impl Backend {
         }
     }
 
+    #[cfg(feature = "test-util")]
     /// Redis Cluster: the watchdog's renewal pipelines sent to each node so
     /// far, by node name (empty on other stores).
     pub(crate) fn renewal_pipelines(&self) -> Vec<(String, u64)> {
@@ -218,6 +219,7 @@ impl Backend {
         }
     }
 
+    #[cfg(feature = "test-util")]
     /// One Redis or Sentinel's primary: batches of coalesced calls sent,
     /// and the calls in them.
     pub(crate) fn coalesced_batches(&self) -> (u64, u64) {

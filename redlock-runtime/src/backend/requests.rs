@@ -164,17 +164,46 @@ pub(crate) enum ClaimReply {
     Mismatch,
 }
 
-/// A completed record's result, as stored.
+/// A completed record's result, as stored: what a duplicate is answered
+/// with (see [`records`](crate::records)). Made with [`Completion::new`]
+/// or [`Completion::unreplayable`] (which say what `replayable` and `body`
+/// must agree on).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     /// `false`: completed, but too large to replay (no body stored).
     pub replayable: bool,
-    /// The response's status code.
+    /// The status the work ended with (an HTTP status code for the
+    /// `redlock-axum` layer).
     pub status: u16,
     /// The stored headers, encoded by the caller.
     pub headers: Vec<u8>,
     /// The body (empty when not replayable).
     pub body: Vec<u8>,
+}
+
+impl Completion {
+    /// A result to replay: its `status`, `headers` (encoded by the
+    /// caller) and `body`.
+    pub fn new(status: u16, headers: Vec<u8>, body: Vec<u8>) -> Self {
+        Self {
+            replayable: true,
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// A result kept without its body, because it was too large to store:
+    /// a duplicate learns that the work completed, with this `status` and
+    /// `headers`, but cannot be answered with the result itself.
+    pub fn unreplayable(status: u16, headers: Vec<u8>) -> Self {
+        Self {
+            replayable: false,
+            status,
+            headers,
+            body: Vec::new(),
+        }
+    }
 }
 
 /// Completing a claimed record (in progress -> completed), owner-checked.

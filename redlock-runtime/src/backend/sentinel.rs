@@ -381,6 +381,7 @@ impl SentinelBackend {
         self.current()
     }
 
+    #[cfg(feature = "test-util")]
     /// The current primary's batches of coalesced calls, and their calls.
     pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
         self.current()

@@ -239,6 +239,7 @@ impl Coalescer {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    #[cfg(feature = "test-util")]
     /// Batches sent so far, and the calls they carried.
     pub(crate) fn sent(&self) -> (u64, u64) {
         (

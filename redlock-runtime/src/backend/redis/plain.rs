@@ -23,6 +23,7 @@ use crate::scripts;
 use crate::util::millis_ceil;
 
 impl RedisBackend {
+    #[cfg(feature = "test-util")]
     /// Batches of coalesced calls sent, and the calls in them.
     pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
         self.coalescers

@@ -1,11 +1,60 @@
-//! Idempotency records, for the `redlock-axum` layer (through
-//! `__private::record`): claimed with an owner token and a lease, renewed
-//! by the client's watchdog, completed with the response to replay, and
-//! released on drop; every round trip on the client's own connections,
-//! under its deadlines and error rules. The layer adds the HTTP.
+//! Idempotency records: the store under the `redlock-axum` layer, for a
+//! layer of your own (a message consumer, a job runner) that must run a
+//! piece of work once per key and answer duplicates with its result.
+//!
+//! A record goes from absent to *in progress* when a request
+//! [claims](Records::claim) it: the claim holds a lease (renewed by the
+//! client's watchdog while the [`RecordLease`] lives) and a fencing token.
+//! A duplicate that claims it meanwhile is told it is
+//! [processing](Claimed::Processing); one with another fingerprint (a hash
+//! of the payload, the caller's choice) is told it is a
+//! [mismatch](Claimed::Mismatch). The work then either
+//! [completes](RecordLease::complete) it with its result, kept for a
+//! retention and [replayed](Claimed::Completed) to later duplicates, or
+//! [releases](RecordLease::release) it, so that a retry runs again (as a
+//! lease dropped unfinished, or lost with its holder, does). Every round
+//! trip goes over the client's own connections, under its deadlines and
+//! error rules; on an in-memory client, records live in this process.
+//!
+//! ```
+//! use std::time::Duration;
+//! use redlock_runtime::LockClient;
+//! use redlock_runtime::records::{Claimed, Completion, RecordKeys, Records};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = LockClient::builder().in_memory().build().await?;
+//! let records = Records::new(&client);
+//! // One hash tag for both keys, so that a Cluster keeps them together.
+//! let keys = RecordKeys::new(
+//!     "payment:7".to_owned(),
+//!     "idem:{payment:7}".to_owned(),
+//!     "idem:{payment:7}:fence".to_owned(),
+//! );
+//! let (lease, kept, limit) = (Duration::from_secs(30), Duration::from_secs(3600), Duration::from_secs(1));
+//!
+//! let Claimed::Claimed(mut claim) = records.claim(&keys, "body-hash", lease, kept, limit).await? else {
+//!     unreachable!("the first claim wins");
+//! };
+//! // A duplicate while the work runs:
+//! let busy = records.claim(&keys, "body-hash", lease, kept, limit).await?;
+//! assert!(matches!(busy, Claimed::Processing { .. }));
+//!
+//! // The work is done: keep its result for an hour.
+//! let result = Completion::new(200, Vec::new(), b"paid".to_vec());
+//! assert!(claim.complete(&result, kept, limit).await?);
+//!
+//! // A later duplicate gets the result, without running the work again.
+//! let Claimed::Completed(replayed) = records.claim(&keys, "body-hash", lease, kept, limit).await? else {
+//!     unreachable!("completed");
+//! };
+//! assert_eq!(replayed.body, b"paid");
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! A record is not a lock, but it is held like one: a claim is an acquire
-//! that never waits (a [`HeldLock`] of [`Kind::Record`]), its lease is
+//! that never waits (a `HeldLock` of the record kind), its lease is
 //! renewed in the watchdog's batches, a claim whose answer was lost is
 //! given back like an abandoned acquire, and a lease dropped unfinished is
 //! released like a dropped guard.
@@ -159,8 +208,10 @@ impl Records {
     }
 }
 
-/// The keys of one record: the record and its fencing counter, under one
-/// hash tag, and the name logs use for it (never the raw idempotency key).
+/// The keys of one record: the record and its fencing counter, and the
+/// name logs use for it (never the raw idempotency key: it may be a
+/// secret, so hash it). Give both keys the same `{hash tag}`: a Redis
+/// Cluster must keep them on one node, and refuses the claim otherwise.
 #[derive(Debug, Clone)]
 pub struct RecordKeys(Keys);
 
@@ -183,6 +234,7 @@ impl RecordKeys {
 
 /// What a claim found.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Claimed {
     /// The record is ours: run the request, then complete or release it.
     Claimed(RecordLease),
