@@ -223,3 +223,37 @@ fn tls_certificates_want_rediss_urls() {
         .expect_err("memory has no connection");
     assert!(error.to_string().contains("tls_certificates"), "{error}");
 }
+
+#[test]
+fn a_ca_file_that_is_missing_empty_or_not_pem_fails_the_build_naming_it() {
+    let dir = std::env::temp_dir().join(format!("redlock-tls-build-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let empty = dir.join("empty-ca.crt");
+    std::fs::write(&empty, "").expect("write");
+    for (file, says) in [
+        (dir.join("no-such-ca.crt"), "cannot be read"),
+        (empty, "is empty"),
+    ] {
+        let error = LockClient::builder()
+            .url("rediss://127.0.0.1:1")
+            .tls_certificates(TlsCertificates::new().root_ca_pem_file(&file))
+            .build_unchecked()
+            .expect_err("refused before connecting");
+        assert!(
+            matches!(
+                &error,
+                redlock_runtime::LockError::Config(
+                    redlock_runtime::ConfigError::InvalidCertificate { .. }
+                )
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        let name = file.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(
+            message.contains(name) && message.contains(says),
+            "{message}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

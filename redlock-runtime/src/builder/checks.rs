@@ -48,6 +48,11 @@ impl LockClientBuilder {
                 });
             }
         }
+        if let Some(tls) = &self.tls {
+            // Read and checked now (where they are meant for: after the
+            // URLs): a bad file fails here, naming it.
+            self.tls = Some(tls.checked()?);
+        }
         if !matches!(target, Target::Sentinel { .. }) && self.sentinel_announcements.is_some() {
             return Err(not_for(
                 "sentinel_announcements",

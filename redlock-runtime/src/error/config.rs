@@ -65,6 +65,20 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A TLS certificate or key given with
+    /// [`tls_certificates`](crate::LockClientBuilder::tls_certificates)
+    /// cannot be used: its file cannot be read, or it holds no PEM block.
+    #[error(
+        "the TLS {what} ({origin}) {reason}; give it in PEM (text that starts with `-----BEGIN`)"
+    )]
+    InvalidCertificate {
+        /// Which one: `root CA`, `client certificate` or `client key`.
+        what: &'static str,
+        /// Its file, or which method it was given to.
+        origin: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The client name cannot be written with the locks.
     #[error("invalid client name: {reason}; use 1 to 128 bytes without control characters")]
     InvalidClientName {
@@ -176,6 +190,7 @@ impl std::fmt::Debug for ConfigError {
             NotForTarget { setting, target, hint },
             InvalidDuration { name, value, reason },
             InvalidCount { name, value, reason },
+            InvalidCertificate { what, origin, reason },
             InvalidClientName { reason },
             Unsupported { feature, reason },
             InvalidNodes { reason },
