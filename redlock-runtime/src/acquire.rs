@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
-use tracing::Instrument as _;
+use tracing::{Instrument as _, Span};
 
 use crate::backend::{Acquire, AcquireReply, Keys, Kind};
 use crate::backoff::next_sleep;
@@ -167,10 +167,13 @@ pub(crate) async fn reenter(
 /// One acquire, in its span and measured.
 pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, LockError> {
     let labels = Labels::new(p.label.as_ref(), &p.key, core.backend().mode());
+    // The hold span goes under the caller's span, beside the acquire's
+    // (which then ends with the wait, not with the lock).
+    let caller = Span::current();
     let span = telemetry::acquire_span(&p.key, p.wait);
     let waited = !p.wait.is_zero();
     let started = Instant::now();
-    let outcome = attempts(core, p, labels.clone())
+    let outcome = attempts(core, p, labels.clone(), &caller)
         .instrument(span.clone())
         .await;
     let end = match &outcome {
@@ -191,7 +194,14 @@ pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, Loc
     outcome
 }
 
-async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcome, LockError> {
+/// The acquire's attempts, in its span; the lock's hold span is made in
+/// `caller`'s, and follows from the acquire's.
+async fn attempts(
+    core: &Arc<Core>,
+    p: &Params,
+    labels: Labels,
+    caller: &Span,
+) -> Result<Outcome, LockError> {
     validate_key(&p.key)?;
     let settings = core.settings();
     let ttl = p.ttl.unwrap_or(settings.default_ttl);
@@ -369,7 +379,7 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
     tracing::debug!(
         target: "redlock",
         key = %keys.user,
-        fence = got.fence,
+        fencing_token = (got.fence > 0).then_some(got.fence),
         waited_ms = started.elapsed().as_millis() as u64,
         retries,
         handed_over = got.handed_over,
@@ -388,8 +398,10 @@ async fn attempts(core: &Arc<Core>, p: &Params, labels: Labels) -> Result<Outcom
             .hold_at_least
             .zip(got.at_ms)
             .map(|(min, at_ms)| Hold { at_ms, min }),
+        parent: caller.clone(),
     };
     let held = HeldLock::new(core.id(), taken, got.validity);
+    held.span().follows_from(Span::current());
     if got.handed_over {
         held.renew_now();
     }

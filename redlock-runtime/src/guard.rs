@@ -275,7 +275,7 @@ impl LockGuard {
         match result {
             Ok(None) => {
                 telemetry::released(held.labels(), How::Release);
-                tracing::debug!(target: "redlock", key = %held.key(), fence = held.fence(), "lock released");
+                tracing::debug!(target: "redlock", key = %held.key(), fencing_token = held.issued_fence(), "lock released");
                 Ok(())
             }
             Ok(Some(reason)) => Err(self.lost_error(reason)),

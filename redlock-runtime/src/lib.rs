@@ -533,8 +533,8 @@
 //!
 //! | span | level | fields | lasts |
 //! |---|---|---|---|
-//! | `redlock.acquire` | debug | `key`, `wait_ms`, `fencing_token` (once taken) | one acquire, waiting included |
-//! | `redlock.hold` | info | `key`, `fencing_token` | from the acquire to the end of the lock; [`LockRequest::run`] (and so `#[distributed_lock]`) runs its body in it, [`LockGuard::span`] gives it for the plain API |
+//! | `redlock.acquire` | debug | `key`, `wait_ms`, `fencing_token` (once taken) | one acquire, waiting included; it ends when the wait does |
+//! | `redlock.hold` | info | `key`, `fencing_token` | from the acquire to the end of the lock, beside `redlock.acquire` under the caller's span (it *follows from* the acquire); [`LockRequest::run`] (and so `#[distributed_lock]`) runs its body in it, [`LockGuard::span`] gives it for the plain API |
 //! | `redlock.release` | debug | `key`, `fencing_token` | one release (inside `redlock.hold`) |
 //!
 //! so every event logged while a lock is held, yours included, says which

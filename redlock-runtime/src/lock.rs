@@ -52,6 +52,9 @@ pub(crate) struct Taken {
     pub(crate) fair: bool,
     pub(crate) hold: Option<Hold>,
     pub(crate) labels: Labels,
+    /// The span the lock's `redlock.hold` span goes under: the caller's,
+    /// beside (not inside) the acquire's.
+    pub(crate) parent: Span,
 }
 
 /// A minimum hold (`hold_at_least`), measured on the store's clock.
@@ -143,8 +146,9 @@ impl HeldLock {
             fair,
             hold,
             labels,
+            parent,
         } = taken;
-        let span = telemetry::hold_span(&keys.user, fence);
+        let span = telemetry::hold_span(&parent, &keys.user, fence);
         Self {
             client,
             keys,
@@ -184,6 +188,7 @@ impl HeldLock {
             fair: false,
             hold: None,
             labels: self.labels.clone(),
+            parent: Span::current(),
         };
         Self::new(self.client, taken, validity)
     }
@@ -491,7 +496,7 @@ impl HeldLock {
             }
         });
         if first {
-            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fence = self.fence(), %reason, "lock lost");
+            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fencing_token = self.issued_fence(), %reason, "lock lost");
         }
     }
 

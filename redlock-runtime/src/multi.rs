@@ -344,6 +344,7 @@ impl MultiLock {
                             fair: false,
                             hold: None,
                             labels,
+                            parent: tracing::Span::current(),
                         };
                         let held = HeldLock::new(core.id(), taken, core.backend().validity(ttl));
                         guards.push(LockGuard::new(Arc::clone(core), held));

@@ -173,6 +173,7 @@ impl Records {
                     fair: false,
                     hold: None,
                     labels: Labels::uncounted(core.backend().mode()),
+                    parent: tracing::Span::current(),
                 };
                 let held = HeldLock::new(core.id(), taken, core.backend().validity(lease));
                 Claimed::Claimed(RecordLease {

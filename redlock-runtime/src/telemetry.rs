@@ -229,8 +229,8 @@ pub(crate) fn acquire_span(key: &str, wait: Duration) -> Span {
 /// `redlock.hold{key, fencing_token}`. The watchdog's and the release's
 /// events are inside it, and [`LockRequest::run`](crate::LockRequest::run)
 /// runs its body in it.
-pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
-    let span = tracing::info_span!(target: "redlock", "redlock.hold", key = %key, fencing_token = tracing::field::Empty);
+pub(crate) fn hold_span(parent: &Span, key: &str, fence: u64) -> Span {
+    let span = tracing::info_span!(target: "redlock", parent: parent, "redlock.hold", key = %key, fencing_token = tracing::field::Empty);
     // Recorded when issued: here, or later on first ask.
     if fence > 0 {
         span.record("fencing_token", fence);
@@ -238,7 +238,8 @@ pub(crate) fn hold_span(key: &str, fence: u64) -> Span {
     span
 }
 
-/// The span around a release, inside the hold span.
+/// The span around a release, inside the hold span; `fencing_token` only
+/// when one was issued.
 pub(crate) fn release_span(hold: &Span, key: &str, fence: u64) -> Span {
-    tracing::debug_span!(target: "redlock", parent: hold, "redlock.release", key = %key, fencing_token = fence)
+    tracing::debug_span!(target: "redlock", parent: hold, "redlock.release", key = %key, fencing_token = (fence > 0).then_some(fence))
 }

@@ -296,6 +296,7 @@ mod tests {
             fair: false,
             hold: None,
             labels: Labels::for_tests(),
+            parent: tracing::Span::current(),
         };
         Arc::new(HeldLock::new(1, taken, ttl))
     }

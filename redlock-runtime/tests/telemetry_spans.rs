@@ -100,3 +100,42 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .expect("the loss is logged");
     assert!(lost.contains("WARN") && lost.contains(&hold), "{lost}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_hold_is_beside_the_acquire_under_the_callers_span() {
+    // The acquire span ends when the wait does: the hold span is not its
+    // child (a child keeps its parent open, so "acquire" looked as long
+    // as the work), but its sibling under the caller's span. No token is
+    // shown as 0 when none was issued.
+    let (logs, _guard) = LogCapture::start();
+    let redis = RedisServer::start().await;
+    // A plain lock on one Redis: no fencing token until one is asked for.
+    let locks = LockClient::connect(redis.url()).await.expect("connect");
+    locks
+        .lock("report:9")
+        .run(async { tracing::info!("writing the report") })
+        .instrument(tracing::info_span!("request", id = 7))
+        .await
+        .expect("run");
+    let text = logs.text();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+            .to_owned()
+    };
+    let body = line("writing the report");
+    assert!(
+        body.contains("request{id=7}:redlock.hold{key=report:9}"),
+        "the hold span, right under the caller's: {body}"
+    );
+    assert!(!body.contains("redlock.acquire"), "{body}");
+    let acquired = line("lock acquired");
+    assert!(
+        acquired.contains("request{id=7}:redlock.acquire{key=report:9 wait_ms=0}"),
+        "{acquired}"
+    );
+    for l in text.lines().filter(|l| l.contains("report:9")) {
+        assert!(!l.contains("fencing_token=0"), "a token shown as 0: {l}");
+    }
+}
