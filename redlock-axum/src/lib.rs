@@ -89,7 +89,13 @@ pub mod metrics;
 mod rejection;
 mod store;
 
-pub use context::IdempotencyContext;
+pub use context::{IdempotencyContext, MissingIdempotencyContext};
+
+/// Log target of the layer's events.
+pub(crate) const TARGET: &str = "redlock_axum";
+
+/// The error a service's future fails with, boxed as tower's are.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use idempotency::config::{
     BODY_HEADERS, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED, default_store_policy,
 };

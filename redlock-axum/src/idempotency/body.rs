@@ -16,8 +16,8 @@ use http_body_util::BodyExt;
 use pin_project_lite::pin_project;
 
 use super::config::Config;
-use super::lifecycle::{BoxError, TARGET};
 use crate::store::Stored;
+use crate::{BoxError, TARGET};
 
 /// What to do with the handler's response.
 pub(crate) enum Captured {

@@ -30,10 +30,7 @@ use crate::fingerprint::{fingerprint, short_hash};
 use crate::rejection::IdempotencyRejection;
 use crate::store::{Claim, RecordChanges, Stored, record_keys};
 
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Log target of the layer's events.
-pub(crate) const TARGET: &str = "redlock_axum";
+use crate::{BoxError, TARGET};
 
 /// The longest a waiting duplicate sleeps between two looks at the record
 /// when no push comes.

@@ -16,10 +16,11 @@ use tower_service::Service;
 
 use super::config::{Config, Scope};
 use super::future::ResponseFuture;
-use super::lifecycle::{BoxError, KeyKind, Pending, TARGET};
+use super::lifecycle::{KeyKind, Pending};
 use crate::fingerprint::short_hash;
 use crate::key::validate;
 use crate::rejection::IdempotencyRejection;
+use crate::{BoxError, TARGET};
 
 /// The header set on replayed responses: `Idempotent-Replayed: true`.
 pub const IDEMPOTENT_REPLAYED: http::HeaderName =
