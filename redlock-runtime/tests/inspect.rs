@@ -201,6 +201,19 @@ async fn a_client_name_is_stored_with_each_lock() {
     assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");
 }
 
+/// Asserts that a holder is shown as holding a lock `since` no earlier
+/// than the release that let it in (`released`): not from when it started
+/// to wait, 1.5 s before it (clock estimates differ by a few ms).
+fn held_since_the_release(since: SystemTime, released: SystemTime, what: &str) {
+    let slack = Duration::from_millis(300);
+    assert!(
+        since + slack >= released,
+        "{what} since {:?} before the release that let it in",
+        released.duration_since(since).unwrap_or_default()
+    );
+    assert!(near_now(since, Duration::from_secs(2)), "{what}: {since:?}");
+}
+
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
@@ -240,16 +253,7 @@ fn issue_32_a_holder_that_waited_is_shown_from_when_it_took_the_lock(#[case] bac
             .holder
             .expect("held");
         let since = holder.since.expect("since");
-        // Clock estimates differ by a few milliseconds; the old token's time
-        // was 1.5 s before the release.
-        let slack = Duration::from_millis(300);
-        assert!(
-            since + slack >= released,
-            "{}: shown held since {:?} before the release that let it in",
-            b.name(),
-            released.duration_since(since).unwrap_or_default()
-        );
-        assert!(near_now(since, Duration::from_secs(2)), "{since:?}");
+        held_since_the_release(since, released, &format!("{}: shown held", b.name()));
         guard.release().await.expect("release");
     });
 }
@@ -319,16 +323,7 @@ fn issue_32_a_holder_that_waited_in_a_line_is_shown_from_its_grant(
         }
         .expect("held");
         let granted_after_release = |since: SystemTime, what: &str| {
-            // Clock estimates differ by a few milliseconds; the line's
-            // token was minted 1.5 s before the release.
-            let slack = Duration::from_millis(300);
-            assert!(
-                since + slack >= released,
-                "{} {line:?}: {what} since {:?} before the release that let it in",
-                b.name(),
-                released.duration_since(since).unwrap_or_default()
-            );
-            assert!(near_now(since, Duration::from_secs(2)), "{since:?}");
+            held_since_the_release(since, released, &format!("{} {line:?}: {what}", b.name()));
         };
         granted_after_release(holder.since.expect("since"), "inspect shows it held");
         if let Line::Fair = line {

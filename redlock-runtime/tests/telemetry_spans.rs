@@ -11,6 +11,14 @@ use redlock_runtime::{LockClient, LostReason};
 use redlock_tests::{LogCapture, RedisServer};
 use tracing::Instrument as _;
 
+/// The first line of `text` that holds `needle`.
+fn line_with(text: &str, needle: &str) -> String {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+        .to_owned()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn spans_carry_the_key_and_the_fencing_token() {
     let (logs, _guard) = LogCapture::start();
@@ -43,12 +51,7 @@ async fn spans_carry_the_key_and_the_fencing_token() {
         .expect("inside the scope");
     let hold = format!("redlock.hold{{key=invoice:7 fencing_token={token}}}");
     let text = logs.text();
-    let line = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
-            .to_owned()
-    };
+    let line = |needle: &str| line_with(&text, needle);
     // The body's own event, inside the hold span.
     let body = line("writing the invoice");
     assert!(body.contains(&hold), "{body}");
@@ -118,12 +121,7 @@ async fn the_hold_is_beside_the_acquire_under_the_callers_span() {
         .await
         .expect("run");
     let text = logs.text();
-    let line = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
-            .to_owned()
-    };
+    let line = |needle: &str| line_with(&text, needle);
     let body = line("writing the report");
     assert!(
         body.contains("request{id=7}:redlock.hold{key=report:9}"),
