@@ -37,6 +37,39 @@ enum Loss {
     Known(LostReason),
 }
 
+impl Loss {
+    /// Why, once read.
+    fn known(self) -> Option<LostReason> {
+        match self {
+            Loss::Known(reason) => Some(reason),
+            Loss::None | Loss::Reading { .. } => None,
+        }
+    }
+
+    /// Why it is not held: the reason read, or the guess while it is read.
+    fn refused(self) -> Option<LostReason> {
+        match self {
+            Loss::Known(reason) | Loss::Reading { guess: reason } => Some(reason),
+            Loss::None => None,
+        }
+    }
+}
+
+/// Marks a lock lost for its guess when dropped: a [`HeldLock::lose`]
+/// whose read of why is cancelled (its caller's future dropped) still
+/// ends with the lock known lost, and `lost()` completes. After the read,
+/// the reason it found is already known and this changes nothing.
+struct GuessOnDrop<'a> {
+    held: &'a HeldLock,
+    guess: LostReason,
+}
+
+impl Drop for GuessOnDrop<'_> {
+    fn drop(&mut self) {
+        self.held.mark_lost(self.guess);
+    }
+}
+
 /// What an acquire that succeeded hands to [`HeldLock::new`].
 #[derive(Debug)]
 pub(crate) struct Taken {
@@ -354,10 +387,7 @@ impl HeldLock {
 
     /// Why the lock was lost, once known.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        match *self.lost.borrow() {
-            Loss::Known(reason) => Some(reason),
-            Loss::None | Loss::Reading { .. } => None,
-        }
+        self.lost.borrow().known()
     }
 
     /// Not released, not known lost, and the lease last confirmed has not
@@ -390,9 +420,8 @@ impl HeldLock {
         if self.ended.load(Ordering::Acquire) {
             return Some(LostReason::Released);
         }
-        match *self.lost.borrow() {
-            Loss::Known(reason) | Loss::Reading { guess: reason } => return Some(reason),
-            Loss::None => {}
+        if let Some(reason) = self.lost.borrow().refused() {
+            return Some(reason);
         }
         (now >= self.lease().deadline).then(|| self.ran_out())
     }
@@ -400,10 +429,7 @@ impl HeldLock {
     /// A future that completes when the lock is known or presumed lost,
     /// with why.
     pub(crate) fn lost_future(&self) -> Lost {
-        self.loss_future(|loss| match loss {
-            Loss::Known(reason) => Some(reason),
-            Loss::None | Loss::Reading { .. } => None,
-        })
+        self.loss_future(Loss::known)
     }
 
     /// A future that completes as soon as the lock is known lost, before
@@ -411,10 +437,7 @@ impl HeldLock {
     /// reason is the guess the call's time gives; [`lost_future`](Self::lost_future)
     /// then completes with the one read, within one command timeout.
     pub(crate) fn refused_future(&self) -> Lost {
-        self.loss_future(|loss| match loss {
-            Loss::Known(reason) | Loss::Reading { guess: reason } => Some(reason),
-            Loss::None => None,
-        })
+        self.loss_future(Loss::refused)
     }
 
     fn loss_future(&self, done: fn(Loss) -> Option<LostReason>) -> Lost {
@@ -448,12 +471,13 @@ impl HeldLock {
         if let Some(known) = self.lost_reason() {
             return known;
         }
-        let in_lease = self.refuse(sent);
+        let guess = self.refuse(sent);
+        let _cancelled = GuessOnDrop { held: self, guess };
         let found = loss::Found {
             keys: &self.keys,
             token: &self.token,
             prefix,
-            in_lease,
+            in_lease: guess == LostReason::TokenGone,
         };
         let reason = loss::why(backend, found, limit).await;
         self.mark_lost(reason);
@@ -464,10 +488,10 @@ impl HeldLock {
     /// answered that this owner no longer holds it to a call sent at
     /// `sent`: every view says it is not held from now on, and a body run
     /// under it is cancelled (see [`refused_future`](Self::refused_future)).
-    /// Whether the lease was still presumed held when the call went out.
-    pub(crate) fn refuse(&self, sent: Instant) -> bool {
-        let in_lease = sent < self.lease().deadline;
-        let guess = if in_lease {
+    /// Returns the guess: `TokenGone` when the lease was still presumed
+    /// held when the call went out, else `Expired`.
+    pub(crate) fn refuse(&self, sent: Instant) -> LostReason {
+        let guess = if sent < self.lease().deadline {
             LostReason::TokenGone
         } else {
             LostReason::Expired
@@ -479,7 +503,7 @@ impl HeldLock {
             }
             first
         });
-        in_lease
+        guess
     }
 
     /// Marks the lock lost for `reason` (once: a reason known stays) and

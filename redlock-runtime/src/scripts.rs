@@ -329,7 +329,7 @@ redis.call('PUBLISH', KEYS[1], head and redis.sha1hex(head) or '')
 return 1
 ";
 
-// Idempotency records (`crate::records`, under the `redlock-axum`
+// Idempotency records (the public `records` module, under the `redlock-axum`
 // layer). A record is a hash at `KEYS[1]`:
 // - `st`: `p` (in progress), `c` (completed, replayable) or `n` (completed,
 //   too large to replay);

@@ -499,3 +499,59 @@ async fn a_lock_found_gone_is_not_held_at_once_not_once_why_is_read() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_whose_read_of_why_is_cancelled_still_completes_lost() {
+    // An `extend` finds the lock another owner's, and is dropped while it
+    // reads why (its caller gave up). The lock must still end known lost:
+    // `lost()` completes at once with what the call's time says, not at
+    // the watchdog's next renewal (10 s away here) or never.
+    let server = redlock_tests::RedisServer::start().await;
+    let proxy = redlock_tests::FaultProxy::start(server.addr()).await;
+    let locks = LockClient::builder()
+        .url(proxy.url())
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("connect through the proxy");
+    let ttl = Duration::from_secs(30);
+    let guard = locks
+        .lock("read-cancelled")
+        .ttl(ttl)
+        .acquire()
+        .await
+        .expect("acquire");
+    // The extend's and the read's scripts loaded before the latency.
+    guard.extend(ttl).await.expect("extend");
+    locks.inspect("read-cancelled").await.expect("inspect");
+    proxy.set_latency(Duration::from_millis(300));
+    let mut raw = raw_connection(server.url()).await;
+    let _: () = redis::cmd("SET")
+        .arg("lock:{read-cancelled}")
+        .arg("~0b7e4c1a-0000-4000-8000-000000000000.0.someone-else")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut raw)
+        .await
+        .expect("SET");
+    // The extend runs until its answer says the lock is gone (`is_held`
+    // turns false then), and is dropped while its read of why is on the
+    // way (0.6 s).
+    let answered = async {
+        for _ in 0..1000 {
+            if !guard.is_held() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the extend's answer never came");
+    };
+    tokio::select! {
+        result = guard.extend(ttl) => panic!("the extend ended before its read of why: {result:?}"),
+        () = answered => {}
+    }
+    let reason = tokio::time::timeout(Duration::from_millis(500), guard.lost())
+        .await
+        .expect("lost() completes although the read of why was cancelled");
+    assert_eq!(reason, LostReason::TokenGone, "what the call's time says");
+}

@@ -165,7 +165,7 @@ pub(crate) enum ClaimReply {
 }
 
 /// A completed record's result, as stored: what a duplicate is answered
-/// with (see [`records`](crate::records)). Made with [`Completion::new`]
+/// with (see the `records` module). Made with [`Completion::new`]
 /// or [`Completion::unreplayable`] (which say what `replayable` and `body`
 /// must agree on).
 #[derive(Debug, Clone, PartialEq, Eq)]
