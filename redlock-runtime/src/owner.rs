@@ -20,7 +20,7 @@
 //! (see [`granted`]).
 //!
 //! The leading [`MARKABLE`] says that its holder's scripts accept a
-//! waiter's mark on the lock's value (see `scripts::HELD`). A waiter marks
+//! waiter's mark on the lock's value (see `scripts/shared/held.lua`). A waiter marks
 //! only such a lock: a holder running an older version of this crate
 //! (whose tokens start with the UUID, and whose scripts compare the value
 //! exactly) is never marked, so a rolling upgrade never costs it its
@@ -74,7 +74,7 @@ fn token_led_by(lead: char, name: &str, since_ms: u64) -> String {
 
 /// When the holder of `token` was granted its lock, from the fencing
 /// token `fence` last issued from the lock's counter, on a store whose
-/// tokens are Redis's clock in microseconds (`NEXT_FENCE`: each token is
+/// tokens are Redis's clock in microseconds (`scripts/shared/fence.lua`: each token is
 /// the larger of that reading and the counter + 1), as read at `now`.
 ///
 /// Only for a [`QUEUED`] token, whose own time is when it joined the line:

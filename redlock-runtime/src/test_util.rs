@@ -55,7 +55,7 @@ pub fn coalesced_batches(client: &LockClient) -> (u64, u64) {
 /// fencing tokens (at least Redis's clock in microseconds, and at least the
 /// counter + 1): for lockbench's candidate scripts, so that the tokens they
 /// issue follow the same rule as the locks'.
-pub const NEXT_FENCE_LUA: &str = crate::scripts::NEXT_FENCE;
+pub const NEXT_FENCE_LUA: &str = crate::scripts::FENCE_LUA;
 
 /// The text of the lock's release script as one Redis receives it (for
 /// lockbench, which measures it against the bare compare-and-delete).

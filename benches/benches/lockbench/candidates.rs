@@ -41,7 +41,7 @@
 //!   nothing;
 //! - `release_on_mark`: `SET NX PX`, then the runtime's release, which
 //!   publishes only when a waiter marked the lock (appended byte 31 to its
-//!   value, see the runtime's `scripts::HELD`). Nobody waits here, so it
+//!   value, see the runtime's `scripts/shared/held.lua`). Nobody waits here, so it
 //!   never publishes: the cost measured is the runtime's release against
 //!   the bare compare-and-delete;
 //! - `release_numsub`: `SET NX PX`, then a release that checks `PUBSUB
@@ -117,7 +117,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 ";
 
-/// `lua_fence_node_counter`'s acquire, after the runtime's `NEXT_FENCE`:
+/// `lua_fence_node_counter`'s acquire, after the runtime's `scripts/shared/fence.lua`:
 /// `KEYS` lock, the server's one counter; `ARGV` token, ttl (ms),
 /// retention (ms). Returns `{1, fence}` when the lock is taken.
 const NODE_COUNTER_BODY: &str = r"
@@ -141,7 +141,7 @@ end
 return 0
 ";
 
-/// The runtime's `RELEASE_BODY` (`redlock-runtime/src/scripts.rs`) as it
+/// The runtime's release (`redlock-runtime/src/scripts/lock/release.lua`) as it
 /// was with a `PUBSUB NUMSUB` check, which it dropped: publishes only when
 /// the check finds a subscriber. Sent with one key and one argument, so
 /// the counter branch is never taken.

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// `text` less its Lua comments (`--` to the end of a line; no script
+/// writes `--` inside a string): what the checks read is the code, not
+/// the prose that explains it.
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|line| line.split_once("--").map_or(line, |(code, _)| code))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The text of every `redis.call(...)` / `redis.pcall(...)` argument
 /// list in `text`, up to its closing parenthesis.
 fn calls(text: &str) -> Vec<&str> {
@@ -82,6 +92,7 @@ const KEYED: [&str; 25] = [
 /// What in `text` a cluster or proxy would reject: a command name that
 /// is not a literal, a key not taken from `KEYS`, a key built in Lua.
 fn problems(text: &str) -> Vec<String> {
+    let text = &code(text);
     let mut out = Vec::new();
     let found = calls(text);
     if found.is_empty() {
@@ -144,7 +155,8 @@ fn problems(text: &str) -> Vec<String> {
 }
 
 /// The shared Lua functions whose first argument is a key.
-const HELPERS: [&str; 9] = [
+const HELPERS: [&str; 10] = [
+    "publish",
     "mark_waited",
     "hand_over",
     "next_fence",
@@ -161,10 +173,12 @@ const HELPERS: [&str; 9] = [
 /// checks on [`HELPERS`] see given only keys from `KEYS`.
 fn from_keys(arg: &str) -> bool {
     arg.starts_with("KEYS[")
-        || ["key", "counter", "queue", "waiters"].iter().any(|p| {
-            arg.strip_prefix(p)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(','))
-        })
+        || ["key", "counter", "queue", "waiters", "channel"]
+            .iter()
+            .any(|p| {
+                arg.strip_prefix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(','))
+            })
 }
 
 #[test]
@@ -191,6 +205,8 @@ fn the_check_finds_what_a_cluster_rejects() {
         "local ok, r = pcall(release_lock, ARGV[1], ARGV[2])",
         "local r = acquire_lock(ARGV[1], KEYS[1], ARGV[2])",
         "return 1",
+        "publish(ARGV[1], '')",
+        "local function publish(channel, message)\n  redis.call('PUBLISH', ARGV[1], message)\nend",
     ] {
         assert!(!problems(bad).is_empty(), "not caught: {bad}");
     }
@@ -200,20 +216,108 @@ fn the_check_finds_what_a_cluster_rejects() {
 #[test]
 fn sharded_variants_publish_with_spublish_only() {
     for (name, script) in ALL {
-        let sharded = script.text(Publish::Sharded);
-        assert!(!sharded.contains("'PUBLISH'"), "{name}");
-        let plain = script.text(Publish::Plain);
-        assert!(!plain.contains("SPUBLISH"), "{name}");
-        assert_eq!(
-            plain.contains("'PUBLISH'"),
-            sharded.contains("'SPUBLISH'"),
-            "{name}"
+        let (plain, sharded) = (
+            code(&script.text(Publish::Plain)),
+            code(&script.text(Publish::Sharded)),
         );
+        assert!(!sharded.contains("'PUBLISH'"), "{name}");
+        assert!(!plain.contains("SPUBLISH"), "{name}");
+        // A script that calls `publish` has it defined first, in the
+        // variant it is sent with; one that does not has one text.
+        let calls_publish = plain
+            .match_indices("publish(")
+            .any(|(at, _)| !plain[..at].ends_with("function "));
+        assert_eq!(calls_publish, script.publishes(), "{name}");
+        assert_eq!(plain.contains("'PUBLISH'"), script.publishes(), "{name}");
+        assert_eq!(sharded.contains("'SPUBLISH'"), script.publishes(), "{name}");
+        if script.publishes() {
+            let defined = plain.find("local function publish(");
+            let first_call = plain
+                .match_indices("publish(")
+                .find(|(at, _)| !plain[..*at].ends_with("function "))
+                .map(|(at, _)| at);
+            assert!(
+                defined < first_call,
+                "{name}: publish called before defined"
+            );
+        } else {
+            assert_eq!(plain, sharded, "{name}");
+        }
     }
+}
+
+/// Every shared function, by name, with the part that defines it.
+fn shared_functions() -> Vec<(String, &'static str)> {
+    let parts = [
+        FENCE,
+        HELD,
+        ACQUIRE_LOCK,
+        RELEASE_LOCK,
+        FAIR_LINE,
+        HAND_OVER,
+        LEASES,
+    ];
+    let texts = parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Lua(text) => Some(*text),
+            Part::Publish => None,
+        })
+        .chain([PUBLISH, SPUBLISH]);
+    let mut out = Vec::new();
+    for text in texts {
+        for (at, _) in text.match_indices("local function ") {
+            let rest = &text[at + "local function ".len()..];
+            let name = rest.split('(').next().unwrap_or_default();
+            out.push((name.to_owned(), text));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_shared_function_a_script_calls_is_joined_before_its_call() {
+    let functions = shared_functions();
+    assert!(functions.len() >= 15, "{}", functions.len());
+    for (name, script) in ALL {
+        for publish in [Publish::Plain, Publish::Sharded] {
+            let text = code(&script.text(publish));
+            for (function, _) in &functions {
+                let called = format!("{function}(");
+                let defined = format!("local function {function}(");
+                let first_call = text
+                    .match_indices(&called)
+                    .map(|(at, _)| at)
+                    .find(|&at| !text[..at].ends_with("function ") && !is_word_tail(&text, at));
+                let Some(first_call) = first_call else {
+                    continue;
+                };
+                assert!(
+                    text.find(&defined).is_some_and(|at| at < first_call),
+                    "{name} ({publish:?}) calls {function} without its part before"
+                );
+            }
+        }
+    }
+}
+
+/// Whether the name found at `at` is the end of a longer word
+/// (`next_fence(` inside `issue_next_fence(`).
+fn is_word_tail(text: &str, at: usize) -> bool {
+    text[..at]
+        .chars()
+        .next_back()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
 #[test]
 fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
+    let Part::Lua(held) = HELD else {
+        unreachable!("HELD is Lua text")
+    };
+    let Part::Lua(release) = RELEASE_LOCK else {
+        unreachable!("RELEASE_LOCK is Lua text")
+    };
     assert_eq!(WAITED_MARK as u32, 31);
     // A grant message's fields are split by the byte its script writes.
     assert_eq!(crate::wakeups::GRANT_SEPARATOR as u32, 31);
@@ -223,10 +327,10 @@ fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
             .contains(r"'%s\31%.0f\31%.0f'")
     );
     assert_eq!(crate::owner::MARKABLE as u32, 126);
-    assert!(HELD.contains("string.byte(v, -1) == 31") && HELD.contains("'\\31'"));
-    assert!(HELD.contains("string.byte(v, 1) == 126"));
-    // The release's inline copy of `held` checks the same byte.
-    assert!(RELEASE_CORE.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
+    assert!(held.contains("string.byte(v, -1) == 31") && held.contains("'\\31'"));
+    assert!(held.contains("string.byte(v, 1) == 126"));
+    // The release's written-out copy of `held` checks the same byte.
+    assert!(release.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
     assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
     // A token in a line is never marked (its ends always publish).
     assert!(!crate::owner::queued_token("n", 0).starts_with(crate::owner::MARKABLE));
@@ -251,20 +355,31 @@ const MESSAGES: [&str; 6] = [
 fn no_script_publishes_an_owner_token() {
     let mut published = std::collections::BTreeSet::new();
     for (name, script) in ALL {
-        for publish in [Publish::Plain, Publish::Sharded] {
-            let text = script.text(publish);
-            for call in calls(&text) {
-                let args = arguments(call);
-                if !matches!(args[0], "'PUBLISH'" | "'SPUBLISH'") {
-                    continue;
-                }
-                let message = args.get(2).copied().unwrap_or("");
-                assert!(
-                    MESSAGES.contains(&message),
-                    "{name} ({publish:?}) publishes {message:?}: name a waiter by \
-                     redis.sha1hex of its token, never by the token"
-                );
-                published.insert(message.to_owned());
+        let text = code(&script.text(Publish::Plain));
+        for (at, _) in text.match_indices("publish(") {
+            if text[..at].ends_with("function ") {
+                continue;
+            }
+            let rest = &text[at + "publish".len()..];
+            let as_call = format!("redis.call{rest}");
+            let Some(call) = calls(&as_call).into_iter().next() else {
+                panic!("{name}: an unclosed publish(..)");
+            };
+            let args = arguments(call);
+            let message = args.get(1).copied().unwrap_or("");
+            assert!(
+                MESSAGES.contains(&message),
+                "{name} publishes {message:?}: name a waiter by redis.sha1hex of its \
+                 token, never by the token"
+            );
+            published.insert(message.to_owned());
+        }
+        // Nothing publishes but through `publish`, whose message is the
+        // one its caller gives.
+        for call in calls(&text) {
+            let args = arguments(call);
+            if matches!(args[0], "'PUBLISH'" | "'SPUBLISH'") {
+                assert_eq!(args.get(2).copied(), Some("message"), "{name}: {call}");
             }
         }
     }

@@ -1,0 +1,31 @@
+-- Fair release: hands the lock straight to the first live waiter in line,
+-- if there is one, else deletes it; either way only if the token holds it.
+--
+-- The hand-off (a grant) sets the lock to the waiter's token for what is
+-- left of the waiter's presence, takes it out of the line, issues the
+-- fencing token, and publishes `id ␟ fence ␟ now` (`id` the waiter's
+-- name on the channel, `redis.sha1hex` of its token: never the token,
+-- which would let anyone allowed to subscribe release or extend the lock
+-- it names, see `waiter_id` in `wakeups.rs`; `␟` the waiter
+-- mark, byte 31, never in an id; `now` Redis's clock in ms). The waiter
+-- holds the lock from the message on, without asking again: one round
+-- trip less between two holders. Its watchdog then renews the lease to
+-- its ttl at once. A waiter that does not take the message (it polls, or
+-- it waits through replicas and must have the write acknowledged) finds
+-- the lock its own at its next ask (fair/acquire.lua's holder path); one
+-- that gave up or was cancelled gives it back (its give-back,
+-- fair/leave.lua, grants the next waiter); one that died
+-- holds it until its presence would have run out, as long as a dead
+-- waiter blocked the line before. With no live waiter the release
+-- deletes the lock and publishes an empty message (waking a waiter of the
+-- key that does not queue).
+--
+-- Tokens of one key still increase in the order of tenure: the grant
+-- issues the next token from the key's counter while the lock is held by
+-- no one else, exactly as an acquire does.
+--
+-- `KEYS` lock, queue, waiters, fence; `ARGV[1]` token, `ARGV[2]` the
+-- fencing counter's retention (ms). Returns 1 or 0.
+if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
+hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
+return 1
