@@ -12,6 +12,23 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// The default header: `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
+/// A header's name as every message of the layer spells it: each word
+/// capitalized (`Idempotency-Key`, `X-Request-Id`), as the IETF draft and
+/// most API docs write it, whatever case it was configured or sent in.
+pub(crate) fn spelled(name: &HeaderName) -> String {
+    let mut out = String::with_capacity(name.as_str().len());
+    let mut word_start = true;
+    for c in name.as_str().chars() {
+        out.push(if word_start {
+            c.to_ascii_uppercase()
+        } else {
+            c
+        });
+        word_start = c == '-';
+    }
+    out
+}
+
 /// Why a request's idempotency key was refused (answered `400 Bad Request`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid idempotency key: {reason}")]
@@ -103,7 +120,7 @@ impl ExtractKey for HeaderKey {
         if values.next().is_some() {
             return Err(InvalidKey::new(format!(
                 "the `{}` header appears more than once; send exactly one",
-                self.name
+                spelled(&self.name)
             )));
         }
         parse_header_value(value.as_bytes()).map(Some)
@@ -244,8 +261,24 @@ mod tests {
             .body(())
             .expect("request");
         let (parts, ()) = req.into_parts();
-        assert!(HeaderKey::default().extract_key(&parts).is_err());
+        let err = HeaderKey::default()
+            .extract_key(&parts)
+            .expect_err("two headers");
+        // Spelled as every other message spells it.
+        assert!(err.reason.contains("`Idempotency-Key`"), "{}", err.reason);
         let (parts, ()) = http::Request::new(()).into_parts();
         assert_eq!(HeaderKey::default().extract_key(&parts), Ok(None));
+    }
+
+    #[test]
+    fn messages_spell_a_header_with_capitalized_words() {
+        for (name, shown) in [
+            ("idempotency-key", "Idempotency-Key"),
+            ("x-request-id", "X-Request-Id"),
+            ("key", "Key"),
+            ("x--a", "X--A"),
+        ] {
+            assert_eq!(spelled(&HeaderName::from_static(name)), shown);
+        }
     }
 }

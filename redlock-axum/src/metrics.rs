@@ -23,6 +23,7 @@
 //! | `body_too_large` | the body exceeded the layer's limit | `413` |
 //! | `body_unreadable` | the body could not be read | `400` |
 //! | `missing_scope` | the scope function found no scope | `500` |
+//! | `no_owner` | the scope function found no scope, answered as the client's error ([`missing_scope_status`](crate::IdempotencyLayer::missing_scope_status)) | the chosen `4xx` |
 //!
 //! Requests the layer lets through untouched (other methods, no key when
 //! keys are optional) are not counted.

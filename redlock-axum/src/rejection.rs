@@ -30,7 +30,9 @@ pub enum IdempotencyRejection {
     /// `400`: the layer requires a key (`.required()`) and the request
     /// sent none.
     MissingKey {
-        /// The header the key is read from.
+        /// The header the key is read from, spelled `Idempotency-Key`
+        /// (empty when the layer takes keys from an
+        /// [`ExtractKey`](crate::ExtractKey) of your own).
         header: String,
     },
     /// `400`: the key is malformed, empty, not ASCII or longer than 255
@@ -40,6 +42,15 @@ pub enum IdempotencyRejection {
     /// no authenticated user in its extensions: the idempotency layer runs
     /// before the authentication layer).
     MissingScope,
+    /// A client error chosen with
+    /// [`missing_scope_status`](crate::IdempotencyLayer::missing_scope_status)
+    /// (say `400`): the scope function found no scope, and the layer was
+    /// told that this is the request's fault (a missing tenant header or
+    /// credential), not the server's.
+    NoOwner {
+        /// The status answered.
+        status: StatusCode,
+    },
     /// `413`: the request body is larger than the layer reads
     /// ([`body_limit`](crate::IdempotencyLayer::body_limit)).
     BodyTooLarge {
@@ -105,6 +116,7 @@ impl IdempotencyRejection {
             Self::MissingKey { .. } => row("MissingKey", S::BAD_REQUEST, "Idempotency key is missing", "missing"),
             Self::InvalidKey(_) => row("InvalidKey", S::BAD_REQUEST, "Idempotency key is invalid", "invalid"),
             Self::MissingScope => row("MissingScope", S::INTERNAL_SERVER_ERROR, "Idempotency scope is missing", "missing_scope"),
+            Self::NoOwner { status } => row("NoOwner", *status, "Request does not say whose it is", "no_owner"),
             Self::BodyTooLarge { .. } => row("BodyTooLarge", S::PAYLOAD_TOO_LARGE, "Request body is too large", "body_too_large"),
             Self::BodyUnreadable => row("BodyUnreadable", S::BAD_REQUEST, "Request body could not be read", "body_unreadable"),
             Self::Processing { .. } => row("Processing", S::CONFLICT, "Request is being processed", "in_progress"),
@@ -138,16 +150,27 @@ impl IdempotencyRejection {
     /// The problem's `detail`: what happened and what to do.
     pub fn body_text(&self) -> String {
         match self {
-            Self::MissingKey { header } => format!(
-                "this endpoint requires an `{header}` header: send a unique value (a UUID) per \
-                 operation, and the same value when retrying it"
-            ),
+            Self::MissingKey { header } => {
+                let what = if header.is_empty() {
+                    "an idempotency key".to_owned()
+                } else {
+                    format!("an `{header}` header")
+                };
+                format!(
+                    "this endpoint requires {what}: send a unique value (a UUID) per operation, \
+                     and the same value when retrying it"
+                )
+            }
             Self::InvalidKey(e) => format!(
                 "{}; send 1 to 255 printable ASCII characters, bare or as a quoted string",
                 e.reason
             ),
             Self::MissingScope => "the server could not tell whose request this is, so it \
                  cannot check its idempotency key; this is a server configuration error"
+                .to_owned(),
+            Self::NoOwner { .. } => "this request does not say whose it is (a credential or \
+                 header this endpoint needs is missing), so its idempotency key cannot be \
+                 checked; send it and retry with the same key"
                 .to_owned(),
             Self::BodyTooLarge { limit } => format!(
                 "the request body is larger than {limit} bytes, the most this endpoint accepts"

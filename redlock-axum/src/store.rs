@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use redlock_runtime::records::{
-    ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, RecordLease, Records,
+    ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, Records,
 };
 use redlock_runtime::{LockClient, RedisPool};
 
@@ -81,19 +81,6 @@ pub(crate) fn record_keys(
     RecordKeys::new(format!("idempotency:{key_hash}"), record, fence)
 }
 
-/// What a claim found.
-#[derive(Debug)]
-pub(crate) enum Claim {
-    /// The record is ours now: run the request holding this lease.
-    Claimed(RecordLease),
-    /// Another request holds it; its lease has this much left.
-    Processing { lease_left: Duration },
-    /// It completed; replay this (body `None`: too large to replay).
-    Completed(Stored),
-    /// The key was used with another fingerprint.
-    Mismatch,
-}
-
 /// A completed record.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
@@ -113,7 +100,8 @@ impl Stored {
         }
     }
 
-    fn from_completion(c: Completion) -> Result<Self, String> {
+    /// As the runtime stored it; `Err` says why it does not decode.
+    pub(crate) fn from_completion(c: Completion) -> Result<Self, String> {
         let status = StatusCode::from_u16(c.status)
             .map_err(|_| format!("stored status code {} is not valid", c.status))?;
         Ok(Self {
@@ -122,17 +110,6 @@ impl Stored {
             body: c.replayable.then(|| Bytes::from(c.body)),
         })
     }
-}
-
-/// A failed store operation.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
-    /// The runtime's round trip failed.
-    #[error(transparent)]
-    Record(#[from] RecordError),
-    /// A stored record does not decode.
-    #[error("a stored record does not decode: {0}")]
-    Corrupt(String),
 }
 
 /// A registered interest in a record's next change (for
@@ -173,28 +150,10 @@ impl IdempotencyStore {
         lease: Duration,
         fence_ttl: Duration,
         limit: Duration,
-    ) -> Result<Claim, StoreError> {
-        Ok(
-            match self
-                .records
-                .claim(keys, fingerprint, lease, fence_ttl, limit)
-                .await?
-            {
-                Claimed::Claimed(lease) => Claim::Claimed(lease),
-                Claimed::Processing { lease_left } => Claim::Processing { lease_left },
-                Claimed::Completed(c) => {
-                    Claim::Completed(Stored::from_completion(c).map_err(StoreError::Corrupt)?)
-                }
-                Claimed::Mismatch => Claim::Mismatch,
-                _ => {
-                    return Err(StoreError::Corrupt(
-                        "a claim answer this version of redlock-axum does not know: use the \
-                         redlock-runtime version it was released with"
-                            .to_owned(),
-                    ));
-                }
-            },
-        )
+    ) -> Result<Claimed, RecordError> {
+        self.records
+            .claim(keys, fingerprint, lease, fence_ttl, limit)
+            .await
     }
 
     /// Starts watching a record for changes.

@@ -798,6 +798,33 @@ async fn keys_are_optional_required_or_derived_and_other_methods_pass_through(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_key_is_asked_for_where_the_layer_reads_it() {
+    let b = Backend::Memory.start().await;
+    let locks = b.client().await;
+    let (probe, _events) = Probe::new(false);
+    let detail = |r: &Reply| {
+        let problem = assert_problem(r, StatusCode::BAD_REQUEST);
+        problem["detail"].as_str().unwrap_or_default().to_owned()
+    };
+    // A header configured in lower case is spelled as the default one is.
+    let custom = layer(&locks)
+        .header(http::HeaderName::from_static("x-request-key"))
+        .required();
+    let custom = serve(app(probe.clone(), custom)).await;
+    let said = detail(&post_ok(custom.addr, "/orders", None, "{}").await);
+    assert!(said.contains("an `X-Request-Key` header"), "{said}");
+    // A key from an extractor of one's own: no header to name.
+    let own = layer(&locks)
+        .extract_key(|_: &http::request::Parts| Ok(None))
+        .required();
+    let own = serve(app(probe.clone(), own)).await;
+    let said = detail(&post_ok(own.addr, "/orders", None, "{}").await);
+    assert!(said.contains("requires an idempotency key:"), "{said}");
+    assert!(!said.contains("header"), "{said}");
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_share_one_hash_tag_and_store_no_raw_key() {
     let (redis, _locks, _probe, _events, server) = setup(false, |l| l).await;
     let secret = "secret-key-7f3a";
@@ -826,6 +853,89 @@ async fn records_share_one_hash_tag_and_store_no_raw_key() {
     assert!(!fields.contains_key("own"), "no owner once completed");
     let ttl: i64 = raw.pttl(record).await.expect("PTTL");
     assert!(ttl > 23 * 3600 * 1000, "kept 24 h, pttl {ttl}");
+}
+
+/// A scope that is missing is the server's error (`500`) by default, and
+/// the client's when the layer is told so: a tenant header the client
+/// forgot is a `400` saying what the request lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_scope_gets_the_status_the_layer_chose() {
+    let b = Backend::Memory.start().await;
+    let locks = b.client().await;
+    let (probe, _events) = Probe::new(false);
+    let by_tenant = || {
+        IdempotencyLayer::scoped(&locks, |parts| {
+            let tenant = parts.headers.get("x-tenant")?;
+            tenant.to_str().ok().map(str::to_owned)
+        })
+    };
+    let default = serve(app(probe.clone(), by_tenant())).await;
+    let client = serve(app(
+        probe.clone(),
+        by_tenant().missing_scope_status(StatusCode::BAD_REQUEST),
+    ))
+    .await;
+
+    let r = post_ok(default.addr, "/orders", Some("k-scope"), "{}").await;
+    let problem = assert_problem(&r, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        problem["type"],
+        "tag:redlock-axum,2026:problem:MissingScope"
+    );
+
+    let r = post_ok(client.addr, "/orders", Some("k-scope"), "{}").await;
+    let problem = assert_problem(&r, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["type"], "tag:redlock-axum,2026:problem:NoOwner");
+    assert_eq!(problem["status"], 400);
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(!detail.contains("server configuration"), "{detail}");
+    assert_eq!(probe.runs(), 0);
+
+    // With the header, the same layer runs the handler.
+    let mut req = support::post(client.addr, "/orders", Some(b"k-scope"), "{}");
+    req.headers_mut()
+        .insert("x-tenant", http::HeaderValue::from_static("acme"));
+    let r = send(client.addr, req).await.expect("response");
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test]
+#[should_panic(expected = "missing_scope_status takes a client error")]
+async fn missing_scope_status_takes_only_a_client_error() {
+    let locks = LockClient::in_memory();
+    let _ = IdempotencyLayer::scoped(&locks, |_| None)
+        .missing_scope_status(StatusCode::SERVICE_UNAVAILABLE);
+}
+
+/// A completed record that does not decode (written by another program,
+/// or damaged) is a store failure: `503` without running the handler, or
+/// the request let through with `fail_open`; never a replay of garbage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_does_not_decode_is_a_store_failure() {
+    let (redis, locks, probe, _events, server) = setup(false, |l| l).await;
+    let first = post_ok(server.addr, "/orders", Some("k-bad"), "{}").await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let mut raw = raw_redis(&redis.url()).await;
+    let keys: Vec<String> = raw.keys("idem:*").await.expect("KEYS");
+    let record = keys
+        .iter()
+        .find(|k| !k.ends_with(":fence"))
+        .expect("record");
+    let () = raw
+        .hset(record, "hdr", "a header line without a colon\n")
+        .await
+        .expect("HSET");
+
+    let strict = post_ok(server.addr, "/orders", Some("k-bad"), "{}").await;
+    assert_problem(&strict, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(probe.runs(), 1);
+
+    let open = serve(app(probe.clone(), layer(&locks).fail_open())).await;
+    let through = post_ok(open.addr, "/orders", Some("k-bad"), "{}").await;
+    assert_eq!(through.status, StatusCode::CREATED);
+    assert!(!through.replayed());
+    assert_eq!(probe.runs(), 2);
 }
 
 #[rstest]

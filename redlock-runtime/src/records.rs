@@ -6,11 +6,11 @@
 //! [claims](Records::claim) it: the claim holds a lease (renewed by the
 //! client's watchdog while the [`RecordLease`] lives) and a fencing token.
 //! A duplicate that claims it meanwhile is told it is
-//! [processing](Claimed::Processing); one with another fingerprint (a hash
+//! processing (`Claimed::Processing`); one with another fingerprint (a hash
 //! of the payload, the caller's choice) is told it is a
-//! [mismatch](Claimed::Mismatch). The work then either
+//! mismatch (`Claimed::Mismatch`). The work then either
 //! [completes](RecordLease::complete) it with its result, kept for a
-//! retention and [replayed](Claimed::Completed) to later duplicates, or
+//! retention and replayed (`Claimed::Completed`) to later duplicates, or
 //! [releases](RecordLease::release) it, so that a retry runs again (as a
 //! lease dropped unfinished, or lost with its holder, does). Every round
 //! trip goes over the client's own connections, under its deadlines and
@@ -66,7 +66,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, Claim, ClaimReply, Complete, Keys, Mode, OpError};
+use crate::backend::{Backend, Claim, Complete, Keys, Mode, OpError};
 use crate::client::LockClient;
 use crate::core::Core;
 use crate::giveback::PendingAcquire;
@@ -160,35 +160,28 @@ impl Records {
                 return Err(RecordError(e));
             }
         };
-        Ok(match reply {
-            ClaimReply::Claimed { fence } => {
-                pending.took();
-                let taken = Taken {
-                    keys: keys.clone(),
-                    token,
-                    fence,
-                    ttl: lease,
-                    sent,
-                    renew: true,
-                    fair: false,
-                    hold: None,
-                    labels: Labels::uncounted(core.backend().mode()),
-                    parent: tracing::Span::current(),
-                };
-                let held = HeldLock::new(core.id(), taken, core.backend().validity(lease));
-                Claimed::Claimed(RecordLease {
-                    guard: LockGuard::new(Arc::clone(core), held),
-                })
+        if !matches!(reply, Claimed::Claimed(_)) {
+            pending.answered(false);
+        }
+        Ok(reply.map(|fence| {
+            pending.took();
+            let taken = Taken {
+                keys: keys.clone(),
+                token,
+                fence,
+                ttl: lease,
+                sent,
+                renew: true,
+                fair: false,
+                hold: None,
+                labels: Labels::uncounted(core.backend().mode()),
+                parent: tracing::Span::current(),
+            };
+            let held = HeldLock::new(core.id(), taken, core.backend().validity(lease));
+            RecordLease {
+                guard: LockGuard::new(Arc::clone(core), held),
             }
-            other => {
-                pending.answered(false);
-                match other {
-                    ClaimReply::Processing { lease_left } => Claimed::Processing { lease_left },
-                    ClaimReply::Completed(result) => Claimed::Completed(result),
-                    _ => Claimed::Mismatch,
-                }
-            }
-        })
+        }))
     }
 
     /// Subscribes to changes of the record at `keys` (its completion or
@@ -233,22 +226,14 @@ impl RecordKeys {
     }
 }
 
-/// What a claim found.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Claimed {
-    /// The record is ours: run the request, then complete or release it.
-    Claimed(RecordLease),
-    /// Another request holds it; its lease has this much left.
-    Processing {
-        /// What is left of the holder's lease.
-        lease_left: Duration,
-    },
-    /// It completed with this result.
-    Completed(Completion),
-    /// The key was used with another fingerprint.
-    Mismatch,
-}
+/// What a claim found: the record is ours (`Claimed::Claimed`, holding
+/// its [`RecordLease`]), another claimer runs it (`Claimed::Processing`,
+/// with what is left of its lease), it completed (`Claimed::Completed`,
+/// with its [`Completion`]), or its key was used with another fingerprint
+/// (`Claimed::Mismatch`). New answers may be added: match with a wildcard
+/// arm. (The stores answer the same type holding the claim's fencing
+/// token; this one holds the lease.)
+pub type Claimed<L = RecordLease> = crate::backend::Claimed<L>;
 
 /// A claimed record: its lease is renewed by the client's watchdog while
 /// this lives; dropped unfinished, the record is released (retried until

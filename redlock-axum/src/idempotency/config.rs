@@ -80,6 +80,9 @@ pub(crate) struct Config {
     /// The most a `409`'s `Retry-After` asks a client to wait.
     pub(crate) retry_hint: Duration,
     pub(crate) mismatch_status: StatusCode,
+    /// The client error answered when the scope function finds no scope
+    /// (`None`: `500`, the layer's configuration is at fault).
+    pub(crate) missing_scope_status: Option<StatusCode>,
     pub(crate) store_if: StatusFn,
     pub(crate) replay_headers: Vec<HeaderName>,
     pub(crate) key_prefix: String,
@@ -140,6 +143,7 @@ impl fmt::Debug for Config {
             .field("wait_for_result", &self.wait)
             .field("retry_hint", &self.retry_hint)
             .field("mismatch_status", &self.mismatch_status)
+            .field("missing_scope_status", &self.missing_scope_status)
             .field("replay_headers", &self.replay_headers)
             .field("key_prefix", &self.key_prefix)
             .field("redis_timeout", &self.redis_timeout)

@@ -11,7 +11,7 @@ use tower_layer::Layer;
 
 use super::config::{Config, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED, Scope, default_store_policy};
 use super::service::Idempotency;
-use crate::key::{ExtractKey, HeaderKey};
+use crate::key::{ExtractKey, HeaderKey, IDEMPOTENCY_KEY, spelled};
 use crate::rejection::IdempotencyRejection;
 use crate::store::IdempotencyStore;
 
@@ -45,7 +45,10 @@ impl IdempotencyLayer {
     ///
     /// `None` answers `500` ([`IdempotencyRejection::MissingScope`]): put
     /// this layer inside your authentication layer, and return a scope of
-    /// your own (say `"anonymous"`) for requests that have no owner.
+    /// your own (say `"anonymous"`) for requests that have no owner. When
+    /// the scope comes from the client (a tenant header, say), answer its
+    /// absence as the client's error with
+    /// [`missing_scope_status`](Self::missing_scope_status).
     ///
     /// ```no_run
     /// # async fn demo(locks: redlock_runtime::LockClient) {
@@ -89,7 +92,7 @@ impl IdempotencyLayer {
                 store,
                 methods: vec![Method::POST, Method::PATCH],
                 extract: Arc::new(HeaderKey::default()),
-                key_source: "Idempotency-Key".to_owned(),
+                key_source: spelled(&IDEMPOTENCY_KEY),
                 scope,
                 required: false,
                 derive: None,
@@ -101,6 +104,7 @@ impl IdempotencyLayer {
                 wait: None,
                 retry_hint: Duration::from_secs(1),
                 mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
+                missing_scope_status: None,
                 store_if: Arc::new(default_store_policy),
                 replay_headers: DEFAULT_REPLAY_HEADERS
                     .iter()
@@ -122,7 +126,7 @@ impl IdempotencyLayer {
 
     /// Read the key from this header instead of `Idempotency-Key`.
     pub fn header(mut self, name: HeaderName) -> Self {
-        self.config.key_source = name.to_string();
+        self.config.key_source = spelled(&name);
         self.config.extract = Arc::new(HeaderKey::new(name));
         self
     }
@@ -130,7 +134,8 @@ impl IdempotencyLayer {
     /// Take the key from the request with an [`ExtractKey`] of your own
     /// (the layer still checks it: 1 to 255 printable ASCII characters).
     pub fn extract_key(mut self, extract: impl ExtractKey) -> Self {
-        self.config.key_source = "idempotency key".to_owned();
+        // No header to name: the messages ask for an idempotency key.
+        self.config.key_source = String::new();
         self.config.extract = Arc::new(extract);
         self
     }
@@ -234,6 +239,27 @@ impl IdempotencyLayer {
     /// Defaults to `422 Unprocessable Content`, as the IETF draft says.
     pub fn mismatch_status(mut self, status: StatusCode) -> Self {
         self.config.mismatch_status = status;
+        self
+    }
+
+    /// Answer a request whose scope function finds no scope as the
+    /// client's error, with `status` (say `400` when the scope comes from a
+    /// header the client sends, `401` when it comes from credentials):
+    /// [`IdempotencyRejection::NoOwner`], which tells the client what its
+    /// request lacks. By default such a request is the server's error,
+    /// `500` [`IdempotencyRejection::MissingScope`] (logged), as when the
+    /// layer runs outside the authentication layer that sets the scope.
+    ///
+    /// # Panics
+    /// If `status` is not a client error (`4xx`): a server error is what
+    /// the default already answers.
+    pub fn missing_scope_status(mut self, status: StatusCode) -> Self {
+        assert!(
+            status.is_client_error(),
+            "missing_scope_status takes a client error (4xx), not {status}: without it, a \
+             request with no scope is answered 500"
+        );
+        self.config.missing_scope_status = Some(status);
         self
     }
 

@@ -18,7 +18,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request};
 use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use redlock_runtime::records::{RecordKeys, RecordLease};
+use redlock_runtime::records::{Claimed, RecordKeys, RecordLease};
 use tokio::time::Instant;
 use tower_service::Service;
 
@@ -28,7 +28,7 @@ use super::service::IDEMPOTENT_REPLAYED;
 use crate::context::IdempotencyContext;
 use crate::fingerprint::{fingerprint, short_hash};
 use crate::rejection::IdempotencyRejection;
-use crate::store::{Claim, RecordChanges, Stored, record_keys};
+use crate::store::{RecordChanges, Stored, record_keys};
 
 use crate::{BoxError, TARGET};
 
@@ -38,7 +38,7 @@ const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// Attempts at storing a completed response before giving up on it. The
 /// response waits for the store at most `redis_timeout` times this (see
-/// [`Claimed::finish`]).
+/// [`Claiming::finish`]).
 const COMPLETE_ATTEMPTS: u32 = 3;
 
 /// Where the request's key comes from.
@@ -104,7 +104,7 @@ impl Pending {
             derived,
             &key_hash,
         );
-        let request = Claimed {
+        let request = Claiming {
             config,
             record,
             key_hash,
@@ -116,7 +116,7 @@ impl Pending {
 }
 
 /// A request about to claim its record, then run or answer from it.
-struct Claimed {
+struct Claiming {
     config: Arc<Config>,
     record: RecordKeys,
     key_hash: String,
@@ -124,7 +124,7 @@ struct Claimed {
     retention: Duration,
 }
 
-impl Claimed {
+impl Claiming {
     async fn run<S, B>(
         self,
         mut inner: S,
@@ -139,45 +139,50 @@ impl Claimed {
         B::Error: Into<BoxError>,
     {
         let config = Arc::clone(&self.config);
-        let claim = match self.claim(fingerprint).await {
-            Ok(claim) => claim,
-            Err(()) if config.fail_open => {
-                crate::metrics::outcome("store_error");
-                tracing::warn!(target: TARGET, key_hash = %self.key_hash, "idempotency store unavailable; request let through without idempotency (fail_open)");
-                let request = Request::from_parts(parts, Body::from(bytes));
-                poll_fn(|cx| inner.poll_ready(cx)).await?;
-                return Ok(inner.call(request).await?.map(Body::new));
+        match self.claim(fingerprint).await {
+            Ok(Claimed::Claimed(lease)) => {
+                crate::metrics::outcome("claimed");
+                return self.execute(inner, parts, bytes, lease).await;
             }
-            Err(()) => {
-                return Ok(config.reject(IdempotencyRejection::Unavailable {
-                    retry_after: Duration::from_secs(1),
+            Ok(Claimed::Processing { lease_left }) => {
+                tracing::debug!(target: TARGET, key_hash = %self.key_hash, "duplicate while the first request runs: 409");
+                return Ok(config.reject(IdempotencyRejection::Processing {
+                    retry_after: lease_left.min(config.retry_hint),
                 }));
             }
-        };
-        match claim {
-            Claim::Claimed(lease) => {
-                crate::metrics::outcome("claimed");
-                self.execute(inner, parts, bytes, lease).await
-            }
-            Claim::Processing { lease_left } => {
-                tracing::debug!(target: TARGET, key_hash = %self.key_hash, "duplicate while the first request runs: 409");
-                Ok(config.reject(IdempotencyRejection::Processing {
-                    retry_after: lease_left.min(config.retry_hint),
-                }))
-            }
-            Claim::Mismatch => {
+            Ok(Claimed::Mismatch) => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, "key reused with a different request");
-                Ok(config.reject(IdempotencyRejection::Mismatch {
+                return Ok(config.reject(IdempotencyRejection::Mismatch {
                     status: config.mismatch_status,
-                }))
+                }));
             }
-            Claim::Completed(stored) => Ok(self.replay(stored)),
+            Ok(Claimed::Completed(completion)) => match Stored::from_completion(completion) {
+                Ok(stored) => return Ok(self.replay(stored)),
+                Err(error) => {
+                    tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "idempotency store unavailable: a stored record does not decode");
+                }
+            },
+            Ok(_) => {
+                tracing::error!(target: TARGET, key_hash = %self.key_hash, "idempotency store unavailable: a claim answer this version of redlock-axum does not know (use the redlock-runtime version it was released with)");
+            }
+            Err(()) => {}
         }
+        // The store failed (logged above).
+        if config.fail_open {
+            crate::metrics::outcome("store_error");
+            tracing::warn!(target: TARGET, key_hash = %self.key_hash, "idempotency store unavailable; request let through without idempotency (fail_open)");
+            let request = Request::from_parts(parts, Body::from(bytes));
+            poll_fn(|cx| inner.poll_ready(cx)).await?;
+            return Ok(inner.call(request).await?.map(Body::new));
+        }
+        Ok(config.reject(IdempotencyRejection::Unavailable {
+            retry_after: Duration::from_secs(1),
+        }))
     }
 
     /// Claims the record; with `wait_for_result`, waits while another
     /// request holds it. `Err(())`: the store failed (logged).
-    async fn claim(&self, fingerprint: &str) -> Result<Claim, ()> {
+    async fn claim(&self, fingerprint: &str) -> Result<Claimed, ()> {
         let config = &self.config;
         let deadline = config.wait.map(|wait| Instant::now() + wait);
         let fence_ttl = config.retention.max(self.retention) + config.lease;
@@ -200,7 +205,7 @@ impl Claimed {
                 })?;
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match (claim, left) {
-                (Claim::Processing { lease_left }, Some(left)) if !left.is_zero() => {
+                (Claimed::Processing { lease_left }, Some(left)) if !left.is_zero() => {
                     match changes.as_mut() {
                         None => {
                             // Subscribe first, then look again: a completion
@@ -223,7 +228,7 @@ impl Claimed {
                 (claim, _) => {
                     if woken
                         && let Some(changes) = &changes
-                        && !matches!(claim, Claim::Claimed(_))
+                        && !matches!(claim, Claimed::Claimed(_))
                     {
                         // One message wakes one waiter per process: pass
                         // the news on to the next duplicate.
@@ -361,7 +366,7 @@ impl Claimed {
 }
 
 /// The end of a record, run from a task of its own (see
-/// [`Claimed::finish`]).
+/// [`Claiming::finish`]).
 struct Ending {
     redis_timeout: Duration,
     key_hash: String,

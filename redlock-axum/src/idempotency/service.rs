@@ -114,10 +114,17 @@ where
             Scope::Per(scope) => match scope(&parts) {
                 Some(scope) => short_hash(&[b"scope", scope.as_bytes()]),
                 None => {
-                    tracing::error!(target: TARGET, method = %parts.method, path = parts.uri.path(), "the idempotency scope function returned None: is the layer inside your authentication layer?");
-                    return ResponseFuture::reject(
-                        config.reject(IdempotencyRejection::MissingScope),
-                    );
+                    let rejection = match config.missing_scope_status {
+                        Some(status) => {
+                            tracing::debug!(target: TARGET, method = %parts.method, path = parts.uri.path(), %status, "the request has no idempotency scope");
+                            IdempotencyRejection::NoOwner { status }
+                        }
+                        None => {
+                            tracing::error!(target: TARGET, method = %parts.method, path = parts.uri.path(), "the idempotency scope function returned None: is the layer inside your authentication layer?");
+                            IdempotencyRejection::MissingScope
+                        }
+                    };
+                    return ResponseFuture::reject(config.reject(rejection));
                 }
             },
         };

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::memory_records::{MAX_RECORDS, MemoryRecords};
 use super::{
-    Acquire, AcquireReply, Claim, ClaimReply, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
+    Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
     Renewal,
 };
 use crate::wakeups::{LocalWake, waiter_id};
@@ -57,7 +57,7 @@ struct Fence {
 
 impl State {
     /// Raises the counter at `counter` by one, kept for `retention` from
-    /// now: the token it issues (`NEXT_FENCE` on Redis).
+    /// now: the token it issues (`scripts/shared/fence.lua` on Redis).
     fn next_fence(&mut self, counter: &str, retention: Duration) -> u64 {
         let now = Instant::now();
         let current = match self.fences.get(counter) {
@@ -423,7 +423,7 @@ impl MemoryBackend {
     }
 
     /// Claims an idempotency record.
-    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Result<ClaimReply, OpError> {
+    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Result<Claimed<u64>, OpError> {
         self.records.claim(claim).ok_or(OpError::Full(MAX_RECORDS))
     }
 

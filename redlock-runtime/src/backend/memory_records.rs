@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Claim, ClaimReply, Completion, Keys};
+use super::{Claim, Claimed, Completion, Keys};
 
 /// Expired entries are swept every this many operations.
 const SWEEP_EVERY: u64 = 1024;
@@ -80,7 +80,7 @@ impl MemoryRecords {
     }
 
     /// absent -> in progress, or what is there; `None` when full.
-    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Option<ClaimReply> {
+    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Option<Claimed<u64>> {
         let Claim {
             keys,
             token,
@@ -92,13 +92,13 @@ impl MemoryRecords {
         let mut state = self.state();
         if let Some(record) = state.records.get(&keys.lock).filter(|r| r.expires > now) {
             if record.fingerprint != fingerprint {
-                return Some(ClaimReply::Mismatch);
+                return Some(Claimed::Mismatch);
             }
             return Some(match &record.phase {
-                Phase::InProgress { .. } => ClaimReply::Processing {
+                Phase::InProgress { .. } => Claimed::Processing {
                     lease_left: record.expires - now,
                 },
-                Phase::Done(result) => ClaimReply::Completed(result.clone()),
+                Phase::Done(result) => Claimed::Completed(result.clone()),
             });
         }
         if state.records.len() >= MAX_RECORDS {
@@ -126,7 +126,7 @@ impl MemoryRecords {
                 },
             },
         );
-        Some(ClaimReply::Claimed { fence })
+        Some(Claimed::Claimed(fence))
     }
 
     pub(crate) fn renew(&self, keys: &Keys, owner: &str, lease: Duration) -> bool {
@@ -183,22 +183,20 @@ mod tests {
     async fn a_record_goes_from_claimed_to_completed_and_tokens_keep_rising() {
         let records = MemoryRecords::default();
         let keys = Keys::record("k".into(), "idem:{k}".into(), "idem:{k}:fence".into());
-        let Some(ClaimReply::Claimed { fence: first }) = records.claim(&claim(&keys, "a", "f"))
-        else {
+        let Some(Claimed::Claimed(first)) = records.claim(&claim(&keys, "a", "f")) else {
             panic!("free record");
         };
         assert!(matches!(
             records.claim(&claim(&keys, "b", "f")),
-            Some(ClaimReply::Processing { .. })
+            Some(Claimed::Processing { .. })
         ));
         assert_eq!(
             records.claim(&claim(&keys, "b", "g")),
-            Some(ClaimReply::Mismatch)
+            Some(Claimed::Mismatch)
         );
         assert!(!records.release(&keys, "b"), "not b's");
         assert!(records.release(&keys, "a"));
-        let Some(ClaimReply::Claimed { fence: second }) = records.claim(&claim(&keys, "c", "f"))
-        else {
+        let Some(Claimed::Claimed(second)) = records.claim(&claim(&keys, "c", "f")) else {
             panic!("released");
         };
         assert!(second > first);
@@ -211,7 +209,7 @@ mod tests {
         assert!(records.complete(&keys, "c", &done, Duration::from_secs(60)));
         assert_eq!(
             records.claim(&claim(&keys, "d", "f")),
-            Some(ClaimReply::Completed(done))
+            Some(Claimed::Completed(done))
         );
     }
 }

@@ -29,7 +29,7 @@ macro_rules! routed_verbs {
             extend(renewal: $crate::backend::Renewal<'_>) -> bool;
             end(end: $crate::backend::End<'_>) -> $crate::backend::Ended;
             give_back(give_back: $crate::backend::GiveBack<'_>) -> bool;
-            claim(claim: $crate::backend::Claim<'_>) -> $crate::backend::ClaimReply;
+            claim(claim: $crate::backend::Claim<'_>) -> $crate::backend::Claimed<u64>;
             complete(complete: $crate::backend::Complete<'_>) -> bool;
             downgrade(downgrade: $crate::backend::Downgrade<'_>) -> bool;
             available(available: $crate::backend::Available<'_>) -> u32;
@@ -275,7 +275,7 @@ impl Backend {
         &self,
         claim: &Claim<'_>,
         limit: Duration,
-    ) -> Result<ClaimReply, OpError> {
+    ) -> Result<Claimed<u64>, OpError> {
         match self {
             Self::Redis(b) => b.claim(claim, limit).await,
             Self::Quorum(b) => b.claim(claim, limit).await,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::quorum::QuorumBackend;
 use super::redis::{On, RedisBackend};
-use super::{Claim, ClaimReply, Complete, Completion, Keys, OpError};
+use super::{Claim, Claimed, Complete, Completion, Keys, OpError};
 use crate::scripts;
 use crate::util::millis_ceil;
 
@@ -16,7 +16,7 @@ impl RedisBackend {
         &self,
         claim: &Claim<'_>,
         limit: Duration,
-    ) -> Result<ClaimReply, OpError> {
+    ) -> Result<Claimed<u64>, OpError> {
         let Claim {
             keys,
             token,
@@ -104,7 +104,7 @@ impl QuorumBackend {
         &self,
         _claim: &Claim<'_>,
         _limit: Duration,
-    ) -> Result<ClaimReply, OpError> {
+    ) -> Result<Claimed<u64>, OpError> {
         Err(OpError::Reply(
             "idempotency records are not kept on Redlock nodes".to_owned(),
         ))
@@ -123,7 +123,7 @@ impl QuorumBackend {
 }
 
 /// Reads `RECORD_CLAIM`'s reply.
-fn parse_claim(reply: Vec<Vec<u8>>) -> Result<ClaimReply, OpError> {
+fn parse_claim(reply: Vec<Vec<u8>>) -> Result<Claimed<u64>, OpError> {
     let bad = |what: &str| OpError::Reply(format!("claim: {what}"));
     let number = |raw: &[u8]| -> Option<i64> { std::str::from_utf8(raw).ok()?.parse().ok() };
     let mut fields = reply.into_iter();
@@ -135,13 +135,13 @@ fn parse_claim(reply: Vec<Vec<u8>>) -> Result<ClaimReply, OpError> {
                 .and_then(|f| number(&f))
                 .and_then(|f| u64::try_from(f).ok())
                 .ok_or_else(|| bad("no fencing token"))?;
-            Ok(ClaimReply::Claimed { fence })
+            Ok(Claimed::Claimed(fence))
         }
-        b"mismatch" => Ok(ClaimReply::Mismatch),
+        b"mismatch" => Ok(Claimed::Mismatch),
         b"processing" => {
             let pttl = fields.next().and_then(|f| number(&f)).unwrap_or(0);
             let lease_left = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
-            Ok(ClaimReply::Processing { lease_left })
+            Ok(Claimed::Processing { lease_left })
         }
         state @ (b"c" | b"n") => {
             let replayable = state == b"c";
@@ -152,7 +152,7 @@ fn parse_claim(reply: Vec<Vec<u8>>) -> Result<ClaimReply, OpError> {
                 .ok_or_else(|| bad("no status code"))?;
             let headers = fields.next().unwrap_or_default();
             let body = fields.next().unwrap_or_default();
-            Ok(ClaimReply::Completed(Completion {
+            Ok(Claimed::Completed(Completion {
                 replayable,
                 status,
                 headers,
@@ -175,20 +175,17 @@ mod tests {
         let v = |items: &[&[u8]]| items.iter().map(|i| i.to_vec()).collect::<Vec<_>>();
         assert_eq!(
             parse_claim(v(&[b"claimed", b"7"])).ok(),
-            Some(ClaimReply::Claimed { fence: 7 })
+            Some(Claimed::Claimed(7))
         );
-        assert_eq!(
-            parse_claim(v(&[b"mismatch"])).ok(),
-            Some(ClaimReply::Mismatch)
-        );
+        assert_eq!(parse_claim(v(&[b"mismatch"])).ok(), Some(Claimed::Mismatch));
         assert_eq!(
             parse_claim(v(&[b"processing", b"1500"])).ok(),
-            Some(ClaimReply::Processing {
+            Some(Claimed::Processing {
                 lease_left: Duration::from_millis(1500)
             })
         );
         match parse_claim(v(&[b"c", b"201", b"location:/o/1\n", b"{}"])) {
-            Ok(ClaimReply::Completed(c)) => {
+            Ok(Claimed::Completed(c)) => {
                 assert!(c.replayable);
                 assert_eq!(c.status, 201);
                 assert_eq!(c.headers, b"location:/o/1\n");
@@ -197,7 +194,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse_claim(v(&[b"n", b"200", b"", b""])) {
-            Ok(ClaimReply::Completed(c)) => assert!(!c.replayable),
+            Ok(Claimed::Completed(c)) => assert!(!c.replayable),
             other => panic!("{other:?}"),
         }
         assert!(parse_claim(v(&[])).is_err());

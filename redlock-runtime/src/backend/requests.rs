@@ -151,17 +151,39 @@ pub(crate) struct Claim<'a> {
     pub(crate) fence_ttl: Duration,
 }
 
-/// What a claim found.
+/// What a claim found: one type from the record script's reply to the
+/// caller of the public `records` module (which names it `Claimed`, holding
+/// a lease). `L` is what the claimer holds: the fencing token issued with
+/// the claim (`u64`) as the stores answer, the lease that renews the claim
+/// for the public API.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ClaimReply {
-    /// The record is ours now, with this fencing token.
-    Claimed { fence: u64 },
-    /// Another owner holds it; its lease has this much left.
-    Processing { lease_left: Duration },
+#[non_exhaustive]
+// `records::Claimed::Claimed`: the public names, kept.
+#[allow(clippy::enum_variant_names)]
+pub enum Claimed<L> {
+    /// The record is ours: run the work, then complete or release it.
+    Claimed(L),
+    /// Another claimer holds it; its lease has this much left.
+    Processing {
+        /// What is left of the holder's lease.
+        lease_left: Duration,
+    },
     /// It completed with this result.
     Completed(Completion),
     /// The key was used with another fingerprint.
     Mismatch,
+}
+
+impl<L> Claimed<L> {
+    /// The same answer, holding `f(l)` where this holds `l`.
+    pub(crate) fn map<M>(self, f: impl FnOnce(L) -> M) -> Claimed<M> {
+        match self {
+            Self::Claimed(l) => Claimed::Claimed(f(l)),
+            Self::Processing { lease_left } => Claimed::Processing { lease_left },
+            Self::Completed(result) => Claimed::Completed(result),
+            Self::Mismatch => Claimed::Mismatch,
+        }
+    }
 }
 
 /// A completed record's result, as stored: what a duplicate is answered
