@@ -120,7 +120,8 @@ impl LockClientBuilder {
 
     /// Redlock: one lock over these independent Redis masters (3 or 5,
     /// an odd number; not replicas of each other), held while a majority
-    /// holds it. See the crate docs, "Which mode do I need".
+    /// holds it. See the guide's table of
+    /// topologies, and [`design`](crate::design) for why.
     ///
     /// Everything else works as with one Redis (wait, watchdog, guards,
     /// `run`, the attribute), except [`LockRequest::fair`](crate::LockRequest::fair). Fencing tokens
@@ -146,7 +147,8 @@ impl LockClientBuilder {
     /// master that took the write, in the same pipeline), the idempotency
     /// layer. The client follows `MOVED`, `ASK` and `TRYAGAIN` itself within
     /// each call's time limit, and reads the slot map again after a
-    /// failover. See the crate docs, "Which mode do I need".
+    /// failover. See the guide's table of
+    /// topologies, and [`design`](crate::design) for why.
     pub fn cluster<I, S>(self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -167,8 +169,8 @@ impl LockClientBuilder {
     /// settings. Without [`replicas`](Self::replicas), a failover can lose
     /// the newest locks (replication is asynchronous); with
     /// `.replicas(1, ..)` a lock is acknowledged by a replica before it is
-    /// held, and survives the promotion of that replica. See the crate
-    /// docs, "Which mode do I need".
+    /// held, and survives the promotion of that replica. See the guide's table
+    /// of topologies, and [`design`](crate::design) for why.
     pub fn sentinel<I, S>(self, urls: I, master: impl Into<String>) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -204,7 +206,7 @@ impl LockClientBuilder {
     /// itself (`INFO server` uptime against `TIME`) on each new connection,
     /// never from its data, so a node restored from a snapshot cannot look
     /// older than it is; a node started less than the delay ago when the
-    /// client first meets it also waits it out. See the crate docs,
+    /// client first meets it also waits it out. See [`design`](crate::design),
     /// "Restarted nodes". Defaults to none. Refused without `.redlock(..)`.
     pub fn restart_delay(mut self, delay: Duration) -> Self {
         self.restart_delay = Some(delay);
@@ -273,7 +275,7 @@ impl LockClientBuilder {
 
     /// How long a key's fencing counter is kept after its last acquire.
     /// Tokens never go back when a counter is gone (each is at least
-    /// Redis's clock in microseconds; see the crate docs, "Fencing
+    /// Redis's clock in microseconds; see [`design`](crate::design), "Fencing
     /// tokens"), so a counter need not live forever: a service that locks
     /// per order id leaves no key behind this long after the last lock of
     /// each. At least a second, and longer than the clock skew between

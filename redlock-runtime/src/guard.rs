@@ -105,7 +105,7 @@ impl LockGuard {
     /// with [`fenced(true)`](crate::LockClientBuilder::fenced)), fair mode,
     /// Redlock and a read/write lock's writer issue it with the acquire, and
     /// this returns at once. Tokens increase in the order of tenure either
-    /// way (see the crate docs, "Fencing tokens").
+    /// way (see [`design`](crate::design), "Fencing tokens").
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock is no longer this guard's (the

@@ -113,6 +113,64 @@ impl LockInfo {
     }
 }
 
+/// Several lines: the name, then one line per thing held under it (the
+/// lock, the read/write lock, the semaphore), with each holder's client
+/// name, how long it has held it and when its lease ends, the fencing
+/// tokens and who waits; `free` when nothing is.
+///
+/// ```text
+/// order:42
+///   lock: api-1 (pid 7), for 1.2s, lease ends in 28.8s; fencing token 17; 2 waiting in line
+/// ```
+impl fmt::Display for LockInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)?;
+        let token = |f: &mut fmt::Formatter<'_>, token: Option<u64>| match token {
+            Some(token) => write!(f, "; fencing token {token}"),
+            None => Ok(()),
+        };
+        if let Some(holder) = &self.holder {
+            write!(f, "\n  lock: {holder}")?;
+            token(f, self.fencing_token)?;
+        } else if self.waiters > 0 {
+            f.write_str("\n  lock: free")?;
+        }
+        if self.waiters > 0 {
+            write!(f, "; {} waiting in line", self.waiters)?;
+        }
+        if let Some(writer) = &self.writer {
+            write!(f, "\n  write lock: {writer}")?;
+            token(f, self.write_fencing_token)?;
+        }
+        if !self.readers.is_empty() {
+            write!(f, "\n  read lock: {} reader(s)", self.readers.len())?;
+            for reader in &self.readers {
+                write!(f, "\n    {reader}")?;
+            }
+        }
+        if self.waiting_writers > 0 {
+            write!(f, "\n  {} writer(s) waiting", self.waiting_writers)?;
+        }
+        if !self.permits.is_empty() {
+            let total: u64 = self.permits.iter().map(|(_, n)| u64::from(*n)).sum();
+            write!(f, "\n  semaphore: {total} permit(s) held")?;
+            for (holder, n) in &self.permits {
+                write!(f, "\n    {n} by {holder}")?;
+            }
+        }
+        let nothing = self.holder.is_none()
+            && self.waiters == 0
+            && self.writer.is_none()
+            && self.readers.is_empty()
+            && self.waiting_writers == 0
+            && self.permits.is_empty();
+        if nothing {
+            f.write_str(": free")?;
+        }
+        Ok(())
+    }
+}
+
 /// Reads everything kept under `key` (see [`LockClient::inspect`](crate::LockClient::inspect)).
 pub(crate) async fn inspect(core: &Arc<Core>, key: &str) -> Result<LockInfo, LockError> {
     validate_key(key)?;
@@ -154,4 +212,79 @@ pub(crate) async fn holder(core: &Arc<Core>, key: &str, shape: Shape) -> Option<
         Shape::Permits { .. } => None,
     }?;
     Some(Holder::of(lease).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(name: &str, held: u64, left: u64) -> Holder {
+        Holder {
+            client_name: Some(name.to_owned()),
+            since: SystemTime::now().checked_sub(Duration::from_secs(held)),
+            ttl_left: Some(Duration::from_secs(left)),
+        }
+    }
+
+    fn nothing(key: &str) -> LockInfo {
+        LockInfo {
+            key: key.to_owned(),
+            holder: None,
+            fencing_token: None,
+            waiters: 0,
+            writer: None,
+            readers: Vec::new(),
+            waiting_writers: 0,
+            write_fencing_token: None,
+            permits: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_free_name_says_free() {
+        assert_eq!(nothing("order:1").to_string(), "order:1: free");
+    }
+
+    #[test]
+    fn a_held_lock_shows_holder_times_token_and_waiters_as_durations() {
+        let info = LockInfo {
+            holder: Some(holder("api-1", 3, 27)),
+            fencing_token: Some(17),
+            waiters: 2,
+            ..nothing("order:42")
+        };
+        let shown = info.to_string();
+        let mut lines = shown.lines();
+        assert_eq!(lines.next(), Some("order:42"));
+        let lock = lines.next().unwrap_or_default();
+        assert!(lock.starts_with("  lock: api-1, for 3."), "{lock}");
+        assert!(lock.contains("lease ends in 27"), "{lock}");
+        assert!(
+            lock.ends_with("; fencing token 17; 2 waiting in line"),
+            "{lock}"
+        );
+        assert_eq!(lines.next(), None);
+    }
+
+    #[test]
+    fn readers_writers_and_permits_each_get_their_lines() {
+        let info = LockInfo {
+            writer: None,
+            readers: vec![holder("r-1", 1, 9), holder("r-2", 2, 8)],
+            waiting_writers: 1,
+            permits: vec![(holder("p-1", 1, 5), 2)],
+            ..nothing("jobs")
+        };
+        let shown = info.to_string();
+        assert!(
+            shown.contains("\n  read lock: 2 reader(s)\n    r-1, for"),
+            "{shown}"
+        );
+        assert!(shown.contains("\n  1 writer(s) waiting"), "{shown}");
+        assert!(
+            shown.contains("\n  semaphore: 2 permit(s) held\n    2 by p-1"),
+            "{shown}"
+        );
+        assert!(!shown.contains("free"), "{shown}");
+    }
 }

@@ -258,7 +258,7 @@ impl HeldLock {
     /// The fencing token: issued with the acquire (a fenced request, fair
     /// mode, Redlock, a read/write lock's writer), or now, the first time
     /// it is asked for, by a script that checks this owner still holds the
-    /// lock (see the crate docs, "Fencing tokens"). Later asks return the
+    /// lock (see `design`, "Fencing tokens"). Later asks return the
     /// same token.
     pub(crate) async fn fencing_token(
         &self,
@@ -531,7 +531,7 @@ impl HeldLock {
     /// An answer of "not the owner" that came to a call sent again after a
     /// send whose outcome is unknown is no proof of loss: while the lease
     /// was presumed held when the end went out, the end counts as done
-    /// (see the crate docs, "A lost answer is not a lost lock").
+    /// (see `design`, "A lost answer is not a lost lock").
     pub(crate) async fn end(&self, backend: &Backend, limit: Duration) -> Result<bool, OpError> {
         let end = End {
             keys: &self.keys,

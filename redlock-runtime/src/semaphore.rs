@@ -39,7 +39,7 @@ use crate::util::{validate_key, validate_permits};
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let locks = redlock_runtime::LockClient::in_memory();
 /// let jobs = locks.semaphore("jobs", 4);
-/// let two = jobs.clone().permits(2).acquire().await?;
+/// let two = jobs.permits(2).acquire().await?;
 /// assert_eq!(jobs.available().await?, 2);
 /// let done = jobs.clone().run(async { "one more job" }).await?;
 /// assert_eq!(done, "one more job");
@@ -66,10 +66,18 @@ impl Semaphore {
         }
     }
 
-    /// How many permits to take at once. Defaults to 1; at most the limit.
-    pub fn permits(mut self, permits: u32) -> Self {
-        self.permits = permits;
-        self
+    /// A request for `permits` permits at once (defaults to 1; at most the
+    /// limit), with this request's other settings. It borrows, as
+    /// [`RwLock::read`](crate::RwLock::read) and
+    /// [`RwLock::write`](crate::RwLock::write) do: one semaphore makes as
+    /// many requests as needed, `jobs.permits(2).acquire()`, without a
+    /// clone. The other settings (`ttl`, `wait`, ...) take and return the
+    /// request, as a [`LockRequest`]'s do.
+    pub fn permits(&self, permits: u32) -> Self {
+        Self {
+            permits,
+            ..self.clone()
+        }
     }
 
     /// The lease: how long the permits outlive their holder if it dies.

@@ -123,6 +123,17 @@ impl Watchdog {
         self.state().leases.len()
     }
 
+    /// Every lock watched now, in the order they were taken.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<HeldLock>> {
+        let state = self.state();
+        let mut leases: Vec<_> = state.leases.iter().collect();
+        leases.sort_unstable_by_key(|(id, _)| **id);
+        leases
+            .into_iter()
+            .map(|(_, held)| Arc::clone(held))
+            .collect()
+    }
+
     #[cfg(feature = "test-util")]
     /// How many renewal round trips were sent so far.
     pub(crate) fn round_trips(&self) -> u64 {

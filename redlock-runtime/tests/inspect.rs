@@ -126,7 +126,7 @@ fn inspect_shows_fair_waiters_readers_writers_and_permits(#[case] backend: Backe
             tokio::spawn(async move { rw.write().wait(Duration::from_secs(10)).acquire().await })
         };
         let jobs = locks.semaphore("k", 5);
-        let p3 = jobs.clone().permits(3).acquire().await.expect("3 permits");
+        let p3 = jobs.permits(3).acquire().await.expect("3 permits");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let info = loop {
             let info = locks.inspect("k").await.expect("inspect");
@@ -337,5 +337,89 @@ fn issue_32_a_holder_that_waited_in_a_line_is_shown_from_its_grant(
         } else {
             guard.release().await.expect("release");
         }
+    });
+}
+
+/// `held()` lists what this client holds, from its own books: each kind
+/// of lease with its time held, lease left and fencing token, oldest
+/// first, never an owner token, and nothing once released.
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::redlock(Backend::Redlock)]
+#[case::cluster(Backend::Cluster)]
+#[case::sentinel(Backend::Sentinel)]
+fn held_lists_what_this_client_holds(#[case] backend: Backend) {
+    use redlock_runtime::LeaseKind;
+    backend.run_threaded(|b| async move {
+        let locks = b.client().await;
+        let other = b.client().await;
+        assert!(locks.held().is_empty());
+        let ttl = Duration::from_secs(20);
+        let lock = locks
+            .lock("held:lock")
+            .ttl(ttl)
+            .fenced()
+            .acquire()
+            .await
+            .expect("lock");
+        let token = lock.fencing_token().await.expect("token");
+        // A Redlock client takes locks only (the synchronizers keep their
+        // state in one store); the in-memory backend's clients share one
+        // process's books.
+        let one_store = b.backend() != Backend::Redlock;
+        let rw = locks.rw_lock("held:rw");
+        let jobs = locks.semaphore("held:jobs", 3);
+        let (read, permits) = if one_store {
+            let read = rw.read().ttl(ttl).acquire().await.expect("read lock");
+            let permits = jobs.permits(2).ttl(ttl).acquire().await.expect("permits");
+            (Some(read), Some(permits))
+        } else {
+            (None, None)
+        };
+        // Another client's lock is not on these books.
+        let _theirs = if b.backend() == Backend::Memory {
+            None
+        } else {
+            Some(other.lock("held:theirs").acquire().await.expect("theirs"))
+        };
+
+        let held = locks.held();
+        let kinds: Vec<_> = held.iter().map(|h| (h.key.as_str(), h.kind)).collect();
+        let mut expected = vec![("held:lock", LeaseKind::Lock)];
+        if one_store {
+            expected.push(("held:rw", LeaseKind::Read));
+            expected.push((
+                "held:jobs",
+                LeaseKind::Permits {
+                    permits: 2,
+                    limit: 3,
+                },
+            ));
+        }
+        assert_eq!(kinds, expected, "{held:?}");
+        let first = &held[0];
+        assert_eq!(first.fencing_token, Some(token));
+        assert!(first.renewed);
+        assert!(
+            first.lease_left <= ttl && first.lease_left > ttl / 2,
+            "{first:?}"
+        );
+        assert!(near_now(first.since, Duration::from_secs(5)), "{first:?}");
+        let line = first.to_string();
+        assert!(line.starts_with("held:lock (lock) for "), "{line}");
+        assert!(
+            line.ends_with(&format!(", fencing token {token}")),
+            "{line}"
+        );
+        let printed = format!("{held:?}");
+        assert!(!printed.contains(owner_token(&lock)), "{printed}");
+
+        if let (Some(permits), Some(read)) = (permits, read) {
+            permits.release().await.expect("release permits");
+            read.release().await.expect("release read");
+        }
+        lock.release().await.expect("release lock");
+        assert!(locks.held().is_empty(), "{:?}", locks.held());
     });
 }

@@ -350,7 +350,7 @@ async fn a_semaphore_never_lets_more_than_its_limit_in(nodes: Nodes) {
 /// the others' permits stay counted.
 async fn a_double_release_changes_nothing(nodes: Nodes) {
     let jobs = nodes.one().semaphore("pool", 4);
-    let twice = jobs.clone().permits(2).acquire().await.expect("two");
+    let twice = jobs.permits(2).acquire().await.expect("two");
     let other = nodes.node(1).semaphore("pool", 4).permits(2);
     let other = other.acquire().await.expect("the other two");
     assert_eq!(jobs.available().await.expect("available"), 0);
@@ -359,7 +359,7 @@ async fn a_double_release_changes_nothing(nodes: Nodes) {
         .expect("both releases answered");
     assert!(first && !second, "the second release found nothing");
     assert_eq!(jobs.available().await.expect("available"), 2);
-    let third = jobs.clone().permits(3).try_acquire().await.expect("try");
+    let third = jobs.permits(3).try_acquire().await.expect("try");
     assert!(third.is_none(), "the double release returned no permit");
     assert!(other.is_held());
     other.release().await.expect("release");
@@ -369,7 +369,7 @@ async fn a_double_release_changes_nothing(nodes: Nodes) {
 /// Freeing 3 permits lets 3 waiters (on 3 clients) in within 50 ms.
 async fn freeing_three_permits_lets_three_waiters_in(nodes: Nodes) {
     let jobs = nodes.one().semaphore("slots", 4);
-    let three = jobs.clone().permits(3).acquire().await.expect("three");
+    let three = jobs.permits(3).acquire().await.expect("three");
     let _one = jobs.clone().acquire().await.expect("the fourth");
     let mut waiters = Vec::new();
     for i in 0..3 {
@@ -878,7 +878,7 @@ async fn nothing_is_left_but_fencing_counters() {
     let read = write.downgrade().await.expect("downgrade");
     std::mem::forget(read);
     let sem = locks.semaphore("sem", 3);
-    let permit = sem.clone().permits(2).ttl(ttl).renew(false).acquire().await;
+    let permit = sem.permits(2).ttl(ttl).renew(false).acquire().await;
     std::mem::forget(permit.expect("permits"));
     let held = sem.clone().ttl(ttl).acquire().await.expect("one");
     held.release().await.expect("release");

@@ -13,7 +13,7 @@ pub(crate) struct Keys {
     /// `prefix{user}`: holds the owner's token, with the lease as its expiry.
     pub(crate) lock: String,
     /// `prefix{user}:fence`: the fencing counter, kept for the retention
-    /// after each acquire (tokens never go back: see the crate docs). A
+    /// after each acquire (tokens never go back: see `design`). A
     /// semaphore's permit counts (a hash), a latch's request ids (a set).
     pub(crate) fence: String,
     /// A read/write lock's readers (a sorted set: token -> lease deadline

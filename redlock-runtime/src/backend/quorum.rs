@@ -11,7 +11,7 @@
 //! - **Fencing**: each node issues its own token as it grants (at least its
 //!   counter + 1 and its clock in microseconds); the token is the largest
 //!   of the granting majority, and the release raises every node's counter
-//!   to it. The argument, with its assumptions, is in the crate docs
+//!   to it. The argument, with its assumptions, is in `design`
 //!   ("Fencing tokens").
 //! - **Extend** needs a majority; **release** goes to every node; a dropped
 //!   acquire is given back everywhere ([`QuorumBackend::give_back`]).
@@ -301,8 +301,8 @@ impl QuorumBackend {
 
         if granted >= quorum {
             // The token: the largest a granting node issued. No second round
-            // trip: the release raises every node's counter to it (see the
-            // crate docs, "Fencing tokens").
+            // trip: the release raises every node's counter to it (see
+            // `design`, "Fencing tokens").
             let fence = answers
                 .iter()
                 .filter_map(|a| match a {

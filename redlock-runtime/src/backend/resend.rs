@@ -8,7 +8,7 @@
 //! the first one ran finds the key gone and answers "not the owner". The
 //! end of a lease (`HeldLock::end`, in `lock.rs`) runs its call under [`track`] to
 //! learn whether that happened, and the places that re-send say so with
-//! [`note`]; see the crate docs, "A lost answer is not a lost lock", for
+//! [`note`]; see `design`, "A lost answer is not a lost lock", for
 //! what the end of a lease concludes.
 //!
 //! A task-local, so that the routing layers in between (Cluster, Sentinel,

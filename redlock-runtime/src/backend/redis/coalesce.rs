@@ -52,7 +52,7 @@
 //! - **Each call is still one atomic step of its own lock.** A batch runs
 //!   its calls one after another in one script: nothing runs between two
 //!   steps of a lock that would not have run between them anyway. Fencing
-//!   tokens are issued per key as before (see the crate docs, "Fencing
+//!   tokens are issued per key as before (see `design`, "Fencing
 //!   tokens"); the batch reads Redis's clock once for all its acquires.
 //! - **A caller that leaves loses nothing and leaks nothing.** The batch is
 //!   sent by a task of its own, so a caller that is cancelled or times out
