@@ -27,6 +27,12 @@ pub(crate) fn fingerprint(parts: &Parts, body: &[u8]) -> String {
     hex(&digest)
 }
 
+/// Hex SHA-256 of the bytes a layer's user chose to stand for the request
+/// (`IdempotencyLayer::fingerprint`), apart from every default fingerprint.
+pub(crate) fn chosen_fingerprint(covered: &[u8]) -> String {
+    hex(&digest(&[b"chosen", covered]))
+}
+
 fn digest(parts: &[&[u8]]) -> Vec<u8> {
     let mut hasher = Sha256::new();
     for part in parts {

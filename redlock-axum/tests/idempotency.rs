@@ -908,6 +908,42 @@ async fn missing_scope_status_takes_only_a_client_error() {
         .missing_scope_status(StatusCode::SERVICE_UNAVAILABLE);
 }
 
+/// `fingerprint(..)` chooses what makes two requests the same: here a
+/// JSON body less its `sent_at`, which changes on every retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fingerprint_covers_what_the_layer_chooses() {
+    let b = Backend::Memory.start().await;
+    let locks = b.client().await;
+    let (probe, _events) = Probe::new(false);
+    let chosen = layer(&locks).fingerprint(|_, body| {
+        let mut json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        if let Some(fields) = json.as_object_mut() {
+            fields.remove("sent_at");
+        }
+        json.to_string().into_bytes()
+    });
+    let server = serve(app(probe.clone(), chosen)).await;
+    let whole = serve(app(probe.clone(), layer(&locks))).await;
+    let order = |addr, key, body| post_ok(addr, "/orders", Some(key), body);
+
+    let first = order(server.addr, "k-fp", r#"{"amount":5,"sent_at":1}"#).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    // A retry whose timestamp changed: the same request, replayed.
+    let retry = order(server.addr, "k-fp", r#"{"sent_at":2,"amount":5}"#).await;
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(retry.body, first.body);
+    // Another amount under the same key: another request.
+    let other = order(server.addr, "k-fp", r#"{"amount":6,"sent_at":3}"#).await;
+    assert_problem(&other, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(probe.runs(), 1);
+
+    // The default fingerprint (the whole body) tells the retry apart.
+    let a = order(whole.addr, "k-whole", r#"{"amount":5,"sent_at":1}"#).await;
+    let b = order(whole.addr, "k-whole", r#"{"amount":5,"sent_at":2}"#).await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    assert_problem(&b, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
 /// A completed record that does not decode (written by another program,
 /// or damaged) is a store failure: `503` without running the handler, or
 /// the request let through with `fail_open`; never a replay of garbage.

@@ -53,6 +53,9 @@ pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
 pub(crate) type ScopeFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
 type StatusFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 type RejectionFn = Arc<dyn Fn(IdempotencyRejection) -> Response + Send + Sync>;
+/// What a request's fingerprint covers, chosen by the layer's user (see
+/// `IdempotencyLayer::fingerprint`).
+pub(crate) type FingerprintFn = Arc<dyn Fn(&Parts, &[u8]) -> Vec<u8> + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) enum Scope {
@@ -83,6 +86,9 @@ pub(crate) struct Config {
     /// The client error answered when the scope function finds no scope
     /// (`None`: `500`, the layer's configuration is at fault).
     pub(crate) missing_scope_status: Option<StatusCode>,
+    /// What the fingerprint covers (`None`: method, path, query, content
+    /// type and body).
+    pub(crate) fingerprint: Option<FingerprintFn>,
     pub(crate) store_if: StatusFn,
     pub(crate) replay_headers: Vec<HeaderName>,
     pub(crate) key_prefix: String,
@@ -144,6 +150,7 @@ impl fmt::Debug for Config {
             .field("retry_hint", &self.retry_hint)
             .field("mismatch_status", &self.mismatch_status)
             .field("missing_scope_status", &self.missing_scope_status)
+            .field("fingerprint", &self.fingerprint.as_ref().map(|_| "custom"))
             .field("replay_headers", &self.replay_headers)
             .field("key_prefix", &self.key_prefix)
             .field("redis_timeout", &self.redis_timeout)

@@ -105,6 +105,7 @@ impl IdempotencyLayer {
                 retry_hint: Duration::from_secs(1),
                 mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
                 missing_scope_status: None,
+                fingerprint: None,
                 store_if: Arc::new(default_store_policy),
                 replay_headers: DEFAULT_REPLAY_HEADERS
                     .iter()
@@ -260,6 +261,38 @@ impl IdempotencyLayer {
              request with no scope is answered 500"
         );
         self.config.missing_scope_status = Some(status);
+        self
+    }
+
+    /// Choose what the request's fingerprint covers: the bytes `covers`
+    /// returns for a request (its parts, and its body as read), instead of
+    /// the default (method, path, query, content type and body). The same
+    /// key with other bytes is a mismatch (`422`); with equal bytes, a
+    /// duplicate. For example, leave out a field that changes on every
+    /// retry (a timestamp, a nonce), as Powertools'
+    /// `payload_validation_jmespath` does. The bytes are hashed (SHA-256)
+    /// and never stored. With [`derive_key`](Self::derive_key), the derived
+    /// key is made from them too.
+    ///
+    /// ```
+    /// # fn demo(locks: redlock_runtime::LockClient) {
+    /// // A JSON body whose `sent_at` differs on each retry of one payment.
+    /// let layer = redlock_axum::IdempotencyLayer::global(locks).fingerprint(|parts, body| {
+    ///     let mut json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    ///     if let Some(fields) = json.as_object_mut() {
+    ///         fields.remove("sent_at");
+    ///     }
+    ///     let mut covered = parts.uri.path().as_bytes().to_vec();
+    ///     covered.extend_from_slice(json.to_string().as_bytes());
+    ///     covered
+    /// });
+    /// # }
+    /// ```
+    pub fn fingerprint<F>(mut self, covers: F) -> Self
+    where
+        F: Fn(&Parts, &[u8]) -> Vec<u8> + Send + Sync + 'static,
+    {
+        self.config.fingerprint = Some(Arc::new(covers));
         self
     }
 

@@ -26,7 +26,7 @@ use super::body::{Captured, RetainContentFree, take_response};
 use super::config::Config;
 use super::service::IDEMPOTENT_REPLAYED;
 use crate::context::IdempotencyContext;
-use crate::fingerprint::{fingerprint, short_hash};
+use crate::fingerprint::{chosen_fingerprint, fingerprint, short_hash};
 use crate::rejection::IdempotencyRejection;
 use crate::store::{RecordChanges, Stored, record_keys};
 
@@ -79,7 +79,10 @@ impl Pending {
             }
             Err(_) => return Ok(config.reject(IdempotencyRejection::BodyUnreadable)),
         };
-        let fingerprint = fingerprint(&parts, &bytes);
+        let fingerprint = match &config.fingerprint {
+            Some(covers) => chosen_fingerprint(&covers(&parts, &bytes)),
+            None => fingerprint(&parts, &bytes),
+        };
         let (key_hash, derived, retention) = match &key {
             KeyKind::Client(key) => (
                 short_hash(&[b"key", key.as_bytes()]),

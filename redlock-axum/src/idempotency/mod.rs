@@ -31,7 +31,9 @@
 //! The request's fingerprint is SHA-256 over its method, path, query,
 //! content type and body (read up to
 //! [`body_limit`](crate::IdempotencyLayer::body_limit), 1 MiB by default, `413`
-//! above it). The same key with another fingerprint is answered `422`
+//! above it), or over what [`fingerprint`](crate::IdempotencyLayer::fingerprint)
+//! chooses (say the body less a timestamp field). The same key with another
+//! fingerprint is answered `422`
 //! ([`mismatch_status`](crate::IdempotencyLayer::mismatch_status)).
 //!
 //! # States
