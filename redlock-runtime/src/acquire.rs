@@ -223,6 +223,7 @@ async fn attempts(
         .into());
     }
     check_shape(core, p)?;
+    core.check_open(&p.key)?;
     if let Some(outer) = reentry(core, p)? {
         return Ok(match reenter(&outer, &p.key, p.wait).await? {
             Some(turn) => Outcome::Acquired(LockGuard::reentrant(
@@ -352,7 +353,12 @@ async fn attempts(
         }
         let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
         retries = retries.saturating_add(1);
-        crate::wakeups::nap(sleep, woken).await;
+        tokio::select! {
+            () = crate::wakeups::nap(sleep, woken) => {}
+            // `pending` is dropped on return: what an attempt may hold is
+            // given back.
+            () = core.closed() => return Err(LockError::ShutDown { key: keys.user.clone() }),
+        }
         // A fair release that handed us the lock: ours without asking.
         let grant = subscription.as_ref().and_then(Subscription::grant);
         if let (Some(grant), Some(asked)) = (grant, asked) {
@@ -405,7 +411,22 @@ async fn attempts(
     if got.handed_over {
         held.renew_now();
     }
-    Ok(Outcome::Acquired(LockGuard::new(Arc::clone(core), held)))
+    let guard = LockGuard::new(Arc::clone(core), held);
+    closed_after(core, guard).await.map(Outcome::Acquired)
+}
+
+/// `guard`, just taken and on the client's books, unless the client was
+/// shut down meanwhile: then the shutdown may have read the books before
+/// the guard was on them, so the guard is released here, and the acquire
+/// fails (see `shutdown.rs`).
+pub(crate) async fn closed_after(core: &Core, guard: LockGuard) -> Result<LockGuard, LockError> {
+    if !core.is_closed() {
+        return Ok(guard);
+    }
+    let key = guard.key().to_owned();
+    // Released here, or by the shutdown: either way, not the caller's.
+    let _ = guard.release().await;
+    Err(LockError::ShutDown { key })
 }
 
 /// How the attempts got the lock.

@@ -17,6 +17,7 @@ use crate::multi::MultiLock;
 use crate::request::LockRequest;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::shutdown::Shutdown;
 
 /// A handle to a lock store: one Redis server (over a `bb8-redis` pool), a
 /// Redlock quorum of them, or process memory.
@@ -180,6 +181,46 @@ impl LockClient {
     /// run it again, it ends nothing twice).
     pub async fn force_release(&self, key: &str) -> Result<crate::ForceReleased, crate::LockError> {
         crate::force::force_release(&self.core, key).await
+    }
+
+    /// Ends this client gracefully, within `timeout`: from now on it takes
+    /// nothing new (every operation fails with
+    /// [`LockError::ShutDown`](crate::LockError::ShutDown), and acquires
+    /// that wait give up at once, giving back what they may have taken);
+    /// renewals stop; every lock, read or write lock, permit and
+    /// idempotency record this client (and its clones) holds is released,
+    /// its guard's [`lost`](crate::LockGuard::lost) completing first with
+    /// [`LostReason::ClientShutDown`](crate::LostReason::ClientShutDown)
+    /// (so a body run under it is cancelled); and the background work
+    /// (give-backs, releases of dropped guards) is waited for. Another
+    /// process can take the locks at once, instead of after their leases.
+    ///
+    /// What the report says: the leases released, those already over, and
+    /// those whose release did not go through before the timeout (the
+    /// store down or slow: each ends when its lease runs out). Calling it
+    /// again releases nothing more. Call it after your server stopped
+    /// taking requests (axum's graceful shutdown), before the process
+    /// exits:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redlock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// use redlock_runtime::{LockClient, LockError};
+    ///
+    /// let locks = LockClient::in_memory();
+    /// let job = locks.lock("job:nightly").acquire().await?;
+    /// let report = locks.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(report.released, ["job:nightly"]);
+    /// assert!(report.is_complete());
+    /// assert!(!job.is_held());
+    /// let later = locks.lock("job:nightly").acquire().await;
+    /// assert!(matches!(later, Err(LockError::ShutDown { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self, timeout: Duration) -> Shutdown {
+        crate::shutdown::shutdown(&self.core, timeout).await
     }
 
     /// The name written with each lock this client takes (see

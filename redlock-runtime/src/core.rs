@@ -9,9 +9,12 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::backend::Backend;
 use crate::backoff::RetryPolicy;
+use crate::error::LockError;
 use crate::lock::HeldLock;
 use crate::wakeups::Wakeups;
 use crate::watchdog::{self, Watchdog};
@@ -76,6 +79,13 @@ pub(crate) struct Core {
     /// Redis's clock less this machine's (ms), as last measured; zero
     /// until then.
     clock_offset_ms: AtomicI64,
+    /// Cancelled by [`LockClient::shutdown`](crate::LockClient::shutdown):
+    /// nothing new is taken, and waiting acquires give up.
+    closed: CancellationToken,
+    /// The work left to run in the background (give-backs of acquires cut
+    /// short, releases of dropped guards, reads of why a lock was lost),
+    /// which a shutdown waits for.
+    tasks: TaskTracker,
 }
 
 impl Core {
@@ -88,7 +98,64 @@ impl Core {
             watchdog: Watchdog::default(),
             wakeups,
             clock_offset_ms: AtomicI64::new(0),
+            closed: CancellationToken::new(),
+            tasks: TaskTracker::new(),
         })
+    }
+
+    /// Closes the client (see `shutdown.rs`): from now on nothing new is
+    /// taken, and acquires that wait give up.
+    pub(crate) fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// Whether the client was shut down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Completes when the client is shut down.
+    pub(crate) async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    /// `Err` once the client is shut down: what an operation on `key`
+    /// answers from then on.
+    pub(crate) fn check_open(&self, key: &str) -> Result<(), LockError> {
+        if self.is_closed() {
+            return Err(LockError::ShutDown {
+                key: key.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `work` in the background on `runtime`, tracked: a shutdown
+    /// waits for it (within its timeout).
+    pub(crate) fn spawn_on<F>(&self, runtime: &tokio::runtime::Handle, work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn_on(work, runtime);
+    }
+
+    /// [`spawn_on`](Self::spawn_on) the current runtime.
+    pub(crate) fn spawn<F>(&self, work: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn(work);
+    }
+
+    /// Waits, until `deadline`, for the background work to finish; true
+    /// when it did.
+    pub(crate) async fn settle(&self, deadline: Instant) -> bool {
+        self.tasks.close();
+        let settled = tokio::time::timeout_at(deadline, self.tasks.wait())
+            .await
+            .is_ok();
+        self.tasks.reopen();
+        settled
     }
 
     /// Measures Redis's clock against this machine's (one `TIME`), for the
@@ -227,11 +294,11 @@ async fn run_watchdog(weak: Weak<Core>) {
                 // Known lost at once; why costs a read: off this loop, so
                 // that the other locks' renewals do not wait for it.
                 held.refuse(at);
-                let core = Arc::clone(&core);
-                tokio::spawn(async move {
-                    let settings = &core.settings;
+                let task = Arc::clone(&core);
+                core.spawn(async move {
+                    let settings = &task.settings;
                     let (prefix, limit) = (&settings.key_prefix, settings.command_timeout);
-                    held.lose(&core.backend, prefix, at, limit).await;
+                    held.lose(&task.backend, prefix, at, limit).await;
                 });
             }
         }

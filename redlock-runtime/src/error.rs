@@ -104,6 +104,18 @@ pub enum LockError {
         reason: LostReason,
     },
 
+    /// The client was shut down ([`LockClient::shutdown`](crate::LockClient::shutdown)):
+    /// it takes nothing new, and an acquire that was waiting gave up (and
+    /// gave back whatever an attempt of it may have taken).
+    #[error(
+        "lock `{key}`: the lock client was shut down (LockClient::shutdown), so it takes no new \
+         locks; build a new client if work must go on"
+    )]
+    ShutDown {
+        /// The lock key, without the client's prefix.
+        key: String,
+    },
+
     /// A write lock was asked for inside a `run` scope of this task that
     /// holds the read lock of the same key: it would wait for itself.
     #[error(
@@ -278,6 +290,7 @@ impl fmt::Debug for LockError {
             Busy { key, holder },
             WaitTimeout { key, waited, holder },
             Lost { key, reason },
+            ShutDown { key },
             Upgrade { key },
             Latch { key, expired },
             InvalidKey { key, reason },
@@ -402,6 +415,7 @@ impl LockError {
             Self::Busy { key, .. }
             | Self::WaitTimeout { key, .. }
             | Self::Lost { key, .. }
+            | Self::ShutDown { key }
             | Self::Upgrade { key }
             | Self::Latch { key, .. }
             | Self::InvalidKey { key, .. }
@@ -489,6 +503,10 @@ pub enum LostReason {
     /// [`LockClient::force_release`](crate::LockClient::force_release),
     /// which also raised the fencing counter above this owner's token.
     EndedByOperator,
+    /// This client was shut down ([`LockClient::shutdown`](crate::LockClient::shutdown)),
+    /// which released the lock: work still running under it is no longer
+    /// protected.
+    ClientShutDown,
 }
 
 impl fmt::Display for LostReason {
@@ -500,6 +518,7 @@ impl fmt::Display for LostReason {
             Self::Released => "the lock was already released by the scope that held it",
             Self::TakenOver => "another owner holds it now (this lease ended and it was taken)",
             Self::EndedByOperator => "an operator ended the lease (force_release)",
+            Self::ClientShutDown => "the client was shut down, which released it (LockClient::shutdown)",
         })
     }
 }

@@ -40,6 +40,7 @@ impl ForceReleased {
 /// (see [`LockClient::force_release`](crate::LockClient::force_release)).
 pub(crate) async fn force_release(core: &Arc<Core>, key: &str) -> Result<ForceReleased, LockError> {
     validate_key(key)?;
+    core.check_open(key)?;
     let settings = core.settings();
     let [keys, rw, _] = Keys::of_name(&settings.key_prefix, key);
     let force = ForceRelease {

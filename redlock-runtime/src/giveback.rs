@@ -101,7 +101,8 @@ impl Drop for PendingAcquire {
         let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
         let token = std::mem::take(&mut self.token);
         let fair = self.fair;
-        runtime.spawn(async move {
+        // Tracked: a shutdown waits for it.
+        self.core.spawn_on(&runtime, async move {
             let give_back = GiveBack {
                 keys: &keys,
                 token: &token,

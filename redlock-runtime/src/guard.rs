@@ -240,6 +240,11 @@ impl LockGuard {
             return Ok(());
         };
         let (core, held) = (Arc::clone(&self.core), Arc::clone(&self.held));
+        if held.ended_by_shutdown() {
+            // The client's shutdown released it (see `shutdown.rs`).
+            self.released = true;
+            return Err(self.lost_error(LostReason::ClientShutDown));
+        }
         // Wait out a renewal in flight, and stop renewals, before the release
         // is sent: no renewal can follow it.
         let span = telemetry::release_span(held.span(), held.key(), held.fence());
@@ -415,6 +420,9 @@ impl Drop for LockGuard {
         }
         let (core, held) = (Arc::clone(&self.core), Arc::clone(&self.held));
         held.set_ended();
+        if held.ended_by_shutdown() {
+            return; // the client's shutdown released it
+        }
         telemetry::held(held.labels(), held.held_for());
         let Some(runtime) = self.runtime.take() else {
             tracing::warn!(target: "redlock", key = %held.key(), "lock guard dropped outside a tokio runtime; the lease will run out by itself");
@@ -435,6 +443,7 @@ fn release_in_background(
     how: How,
 ) {
     let span = telemetry::release_span(held.span(), held.key(), held.fence());
+    let tracker = Arc::clone(&core);
     let release = async move {
         let _gate = held.gate().await;
         let until = held.lease().deadline;
@@ -452,7 +461,7 @@ fn release_in_background(
             }
         }
     };
-    runtime.spawn(release.instrument(span));
+    tracker.spawn_on(runtime, release.instrument(span));
 }
 
 impl fmt::Debug for LockGuard {

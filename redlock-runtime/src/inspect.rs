@@ -174,6 +174,7 @@ impl fmt::Display for LockInfo {
 /// Reads everything kept under `key` (see [`LockClient::inspect`](crate::LockClient::inspect)).
 pub(crate) async fn inspect(core: &Arc<Core>, key: &str) -> Result<LockInfo, LockError> {
     validate_key(key)?;
+    core.check_open(key)?;
     let found = read(core, key, core.settings().command_timeout)
         .await
         .map_err(|e| e.into_lock_error(key, Operation::Inspect))?;

@@ -82,6 +82,7 @@ impl Latch {
             }
             .into());
         }
+        self.core.check_open(&self.key)?;
         Ok(Keys::latch(
             &self.core.settings().key_prefix,
             self.key.clone(),
@@ -256,7 +257,12 @@ impl Latch {
             }
             let sleep = next_sleep(&settings.retry, retries, ttl_left, remaining);
             retries = retries.saturating_add(1);
-            crate::wakeups::nap(sleep, woken).await;
+            tokio::select! {
+                () = crate::wakeups::nap(sleep, woken) => {}
+                () = self.core.closed() => {
+                    return Err(LockError::ShutDown { key: self.key.clone() });
+                }
+            }
         }
     }
 }

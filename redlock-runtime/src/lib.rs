@@ -49,7 +49,8 @@
 //! - **Who holds what**: [`LockClient::inspect`] reads who holds a name and
 //!   who waits; [`LockClient::held`] lists what this client holds (for a debug
 //!   endpoint); [`LockClient::force_release`] ends a stuck holder's lease
-//!   (an operator's break-glass).
+//!   (an operator's break-glass); [`LockClient::shutdown`] releases
+//!   everything this client holds when the process stops.
 //! - **Idempotency records** ([`records`]): claim, complete and replay, the
 //!   store under `redlock-axum`'s layer.
 //! - **Without Redis**: [`LockClient::in_memory`], the same semantics in one
@@ -145,6 +146,7 @@ mod rwlock;
 mod scope;
 mod scripts;
 mod semaphore;
+mod shutdown;
 mod target;
 mod telemetry;
 mod tls;
@@ -171,6 +173,7 @@ pub use request::LockRequest;
 pub use rwlock::RwLock;
 pub use scope::{CurrentLock, OnLost, current_lock};
 pub use semaphore::{Permit, Semaphore};
+pub use shutdown::Shutdown;
 pub use tls::TlsCertificates;
 pub use util::{MAX_KEY_LEN, redact_url};
 

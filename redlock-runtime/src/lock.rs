@@ -506,6 +506,31 @@ impl HeldLock {
         guess
     }
 
+    /// Marks the lock ended by the client's shutdown, which releases it
+    /// next: every view says it is not held, and a body run under it is
+    /// cancelled, before the release goes out. Not a loss the metrics count
+    /// (the release is). False when it was already known lost.
+    pub(crate) fn end_by_shutdown(&self) -> bool {
+        self.lost.send_if_modified(|current| {
+            if let Loss::Known(_) = current {
+                false
+            } else {
+                *current = Loss::Known(LostReason::ClientShutDown);
+                true
+            }
+        })
+    }
+
+    /// Whether the client's shutdown ended the lock.
+    pub(crate) fn ended_by_shutdown(&self) -> bool {
+        self.lost_reason() == Some(LostReason::ClientShutDown)
+    }
+
+    /// Whether the owning guard released or dropped the lock.
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
     /// Marks the lock lost for `reason` (once: a reason known stays) and
     /// wakes every [`Lost`] future.
     pub(crate) fn mark_lost(&self, reason: LostReason) {
@@ -533,6 +558,23 @@ impl HeldLock {
     /// was presumed held when the end went out, the end counts as done
     /// (see `design`, "A lost answer is not a lost lock").
     pub(crate) async fn end(&self, backend: &Backend, limit: Duration) -> Result<bool, OpError> {
+        self.end_as(backend, limit, self.presumed_held()).await
+    }
+
+    /// Whether this process presumes the lease held now: not found lost,
+    /// and its deadline not passed.
+    pub(crate) fn presumed_held(&self) -> bool {
+        *self.lost.borrow() == Loss::None && Instant::now() < self.lease().deadline
+    }
+
+    /// [`end`](Self::end), with whether the lease was presumed held when
+    /// the work under it ended (see [`presumed_held`](Self::presumed_held)).
+    pub(crate) async fn end_as(
+        &self,
+        backend: &Backend,
+        limit: Duration,
+        presumed_held: bool,
+    ) -> Result<bool, OpError> {
         let end = End {
             keys: &self.keys,
             token: &self.token,
@@ -540,10 +582,6 @@ impl HeldLock {
             fair: self.fair,
             hold: self.hold.map(|h| (h.at_ms, h.min)),
         };
-        // The work under the lock ended before this: was the lease still
-        // presumed held then?
-        let presumed_held =
-            *self.lost.borrow() == Loss::None && Instant::now() < self.lease().deadline;
         let (ended, resent) = resend::track(backend.end(&end, limit)).await;
         let ended = ended?;
         if ended == Ended::HeldUntilMinimum {

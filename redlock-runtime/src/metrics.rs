@@ -17,7 +17,7 @@
 //! | `redlock_lock_acquire_errors_total` | counter | `lock`, `backend`, `error` | acquires that failed: `error` is `invalid_key`, `config`, `connect`, `connection` (no connection could be made: refused, auth, TLS, ...), `redis`, `timeout`, `redirected` (Redis Cluster still redirecting the call when its time ran out), `pool`, `quorum` or `replicas` |
 //! | `redlock_lock_lost_total` | counter | `lock`, `backend`, `reason` | held locks known or presumed lost: `reason` is `ended_by_operator`, `taken_over`, `expired`, `token_gone` or `unconfirmed` ([`LostReason`](crate::LostReason)) |
 //! | `redlock_lock_renew_failures_total` | counter | `lock`, `backend` | watchdog renewals that failed (each is retried while the lease lasts) |
-//! | `redlock_lock_released_total` | counter | `lock`, `backend`, `how` | locks released while still held: `how` is `release` ([`LockGuard::release`](crate::LockGuard::release), the end of a `run` scope) or `drop` (a dropped guard) |
+//! | `redlock_lock_released_total` | counter | `lock`, `backend`, `how` | locks released while still held: `how` is `release` ([`LockGuard::release`](crate::LockGuard::release), the end of a `run` scope) `drop` (a dropped guard) or `shutdown` ([`LockClient::shutdown`](crate::LockClient::shutdown)) |
 //! | `redlock_lock_wait_seconds` | histogram | `lock`, `backend`, `outcome` | time from asking for a lock to the answer: `outcome` is `acquired`, `busy`, `timeout` or `error` |
 //! | `redlock_lock_hold_seconds` | histogram | `lock`, `backend` | time from taking a lock to the end of its guard (released, dropped or ended after a loss) |
 //!

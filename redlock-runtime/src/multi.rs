@@ -236,6 +236,7 @@ impl MultiLock {
         let ttl = self.ttl.unwrap_or(settings.default_ttl);
         validate_ttl("ttl", ttl)?;
         validate_wait(self.wait)?;
+        self.core.check_open(&self.keys[0])?;
         let deadline = Instant::now() + self.wait;
         let mut groups: BTreeMap<String, Vec<Keys>> = BTreeMap::new();
         for key in &self.keys {
@@ -263,6 +264,14 @@ impl MultiLock {
                 release_all(std::mem::take(&mut guards)).await;
                 return Ok(Err(busy));
             }
+        }
+        if self.core.is_closed() {
+            // A shutdown may have read the client's books before these
+            // guards were on them (see `acquire::closed_after`).
+            release_all(guards).await;
+            return Err(LockError::ShutDown {
+                key: self.keys[0].clone(),
+            });
         }
         Ok(Ok(MultiLockGuard { guards }))
     }
@@ -391,7 +400,13 @@ impl MultiLock {
             }
             let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
             retries = retries.saturating_add(1);
-            crate::wakeups::nap(sleep, woken).await;
+            tokio::select! {
+                () = crate::wakeups::nap(sleep, woken) => {}
+                // `pending` is dropped on return: given back.
+                () = core.closed() => {
+                    return Err(LockError::ShutDown { key: group[0].user.clone() });
+                }
+            }
         }
     }
 }

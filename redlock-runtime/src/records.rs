@@ -141,6 +141,9 @@ impl Records {
     ) -> Result<Claimed, RecordError> {
         let core = &self.core;
         let keys = &keys.0;
+        if core.is_closed() {
+            return Err(RecordError(OpError::ShutDown));
+        }
         let token = uuid::Uuid::new_v4().to_string();
         let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), false);
         let sent = Instant::now();
@@ -163,7 +166,7 @@ impl Records {
         if !matches!(reply, Claimed::Claimed(_)) {
             pending.answered(false);
         }
-        Ok(reply.map(|fence| {
+        let claimed = reply.map(|fence| {
             pending.took();
             let taken = Taken {
                 keys: keys.clone(),
@@ -181,7 +184,15 @@ impl Records {
             RecordLease {
                 guard: LockGuard::new(Arc::clone(core), held),
             }
-        }))
+        });
+        match claimed {
+            // Shut down meanwhile: released here (see `acquire::closed_after`).
+            Claimed::Claimed(lease) if core.is_closed() => {
+                let _ = lease.guard.release().await;
+                Err(RecordError(OpError::ShutDown))
+            }
+            claimed => Ok(claimed),
+        }
     }
 
     /// Subscribes to changes of the record at `keys` (its completion or
@@ -325,6 +336,13 @@ impl RecordError {
     /// True when the in-memory store refused for being full.
     pub fn is_full(&self) -> bool {
         matches!(self.0, OpError::Full(_))
+    }
+
+    /// True when the client was shut down
+    /// ([`LockClient::shutdown`](crate::LockClient::shutdown)): nothing
+    /// new is claimed.
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self.0, OpError::ShutDown)
     }
 }
 

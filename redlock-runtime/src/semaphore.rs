@@ -187,6 +187,7 @@ impl Semaphore {
         validate_key(key)?;
         validate_permits(self.limit, 1)?;
         let core = self.request.core();
+        core.check_open(key)?;
         if !core.backend().supports_synchronizers() {
             return Err(ConfigError::Unsupported {
                 feature: "semaphores",

@@ -158,6 +158,7 @@ pub(crate) fn lost(labels: &Labels, reason: LostReason) {
             LostReason::Released => "released",
             LostReason::TakenOver => "taken_over",
             LostReason::EndedByOperator => "ended_by_operator",
+            LostReason::ClientShutDown => "client_shut_down",
         },
     );
 }
@@ -173,6 +174,8 @@ pub(crate) fn renew_failed(labels: &Labels) {
 pub(crate) enum How {
     Release,
     Drop,
+    /// By [`LockClient::shutdown`](crate::LockClient::shutdown).
+    Shutdown,
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
@@ -185,6 +188,7 @@ pub(crate) fn released(labels: &Labels, how: How) {
         match how {
             How::Release => "release",
             How::Drop => "drop",
+            How::Shutdown => "shutdown",
         },
     );
 }

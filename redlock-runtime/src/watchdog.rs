@@ -125,13 +125,20 @@ impl Watchdog {
 
     /// Every lock watched now, in the order they were taken.
     pub(crate) fn snapshot(&self) -> Vec<Arc<HeldLock>> {
+        self.books().into_iter().map(|(_, held)| held).collect()
+    }
+
+    /// Every lock watched now, with its id here, in the order they were
+    /// taken.
+    pub(crate) fn books(&self) -> Vec<(u64, Arc<HeldLock>)> {
         let state = self.state();
-        let mut leases: Vec<_> = state.leases.iter().collect();
-        leases.sort_unstable_by_key(|(id, _)| **id);
+        let mut leases: Vec<_> = state
+            .leases
+            .iter()
+            .map(|(id, held)| (*id, Arc::clone(held)))
+            .collect();
+        leases.sort_unstable_by_key(|(id, _)| *id);
         leases
-            .into_iter()
-            .map(|(_, held)| Arc::clone(held))
-            .collect()
     }
 
     #[cfg(feature = "test-util")]

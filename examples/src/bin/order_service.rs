@@ -76,6 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     tracing::info!(store = ?locks, %node, "locks and idempotency records");
 
+    let lock_client = locks.clone();
     let orders = Orders::new(
         node,
         locks,
@@ -92,5 +93,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    // Every request answered: release what is still held, so another
+    // node takes over at once rather than after the leases.
+    let report = lock_client.shutdown(Duration::from_secs(5)).await;
+    tracing::info!(%report, "lock client shut down");
     Ok(())
 }

@@ -72,6 +72,9 @@ pub(crate) enum OpError {
     /// Redlock: a verb of the synchronizers (refused before it is sent).
     #[error("`{0}` needs the state in one store; Redlock does not offer it")]
     Unsupported(&'static str),
+    /// The client was shut down: nothing was sent.
+    #[error("the lock client was shut down (LockClient::shutdown)")]
+    ShutDown,
     /// Sentinel: no Sentinel that answered knows the master name.
     #[error("no Sentinel knows a master named `{master}`")]
     UnknownMaster {
@@ -97,6 +100,7 @@ impl OpError {
             Self::CrossSlot
             | Self::NotCluster { .. }
             | Self::UnknownMaster { .. }
+            | Self::ShutDown
             | Self::Unsupported(_) => false,
             // The quorum backend has already released on every node it could.
             Self::Quorum(_) => false,
@@ -183,6 +187,7 @@ impl OpError {
             | Self::CrossSlot
             | Self::NotCluster { .. }
             | Self::UnknownMaster { .. }
+            | Self::ShutDown
             | Self::Unsupported(_) => false,
         }
     }
@@ -243,6 +248,7 @@ impl OpError {
                     sentinels,
                 })
             }
+            Self::ShutDown => LockError::ShutDown { key },
             Self::Unsupported(_) => LockError::Config(crate::error::ConfigError::Unsupported {
                 feature: "read/write locks, semaphores and latches",
                 reason: crate::error::SYNCHRONIZERS_ON_REDLOCK,
