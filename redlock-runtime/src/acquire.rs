@@ -357,7 +357,11 @@ async fn attempts(
             () = crate::wakeups::nap(sleep, woken) => {}
             // `pending` is dropped on return: what an attempt may hold is
             // given back.
-            () = core.closed() => return Err(LockError::ShutDown { key: keys.user.clone() }),
+            // Boxed: a pointer in every acquire's future, not the wait's
+            // state (the acquire future's size is pinned by a test).
+            () = Box::pin(core.closed()) => {
+                return Err(LockError::ShutDown { key: keys.user.clone() });
+            }
         }
         // A fair release that handed us the lock: ours without asking.
         let grant = subscription.as_ref().and_then(Subscription::grant);
@@ -412,17 +416,18 @@ async fn attempts(
         held.renew_now();
     }
     let guard = LockGuard::new(Arc::clone(core), held);
-    closed_after(core, guard).await.map(Outcome::Acquired)
+    if core.is_closed() {
+        // Boxed, as above: the release's future is only on this rare path.
+        return Box::pin(closed_after(guard)).await;
+    }
+    Ok(Outcome::Acquired(guard))
 }
 
-/// `guard`, just taken and on the client's books, unless the client was
-/// shut down meanwhile: then the shutdown may have read the books before
-/// the guard was on them, so the guard is released here, and the acquire
-/// fails (see `shutdown.rs`).
-pub(crate) async fn closed_after(core: &Core, guard: LockGuard) -> Result<LockGuard, LockError> {
-    if !core.is_closed() {
-        return Ok(guard);
-    }
+/// The end of an acquire whose `guard`, just taken and on the client's
+/// books, finds the client shut down: the shutdown may have read the books
+/// before the guard was on them, so the guard is released here, and the
+/// acquire fails (see `shutdown.rs`).
+async fn closed_after<T>(guard: LockGuard) -> Result<T, LockError> {
     let key = guard.key().to_owned();
     // Released here, or by the shutdown: either way, not the caller's.
     let _ = guard.release().await;

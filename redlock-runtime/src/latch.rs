@@ -259,7 +259,7 @@ impl Latch {
             retries = retries.saturating_add(1);
             tokio::select! {
                 () = crate::wakeups::nap(sleep, woken) => {}
-                () = self.core.closed() => {
+                () = Box::pin(self.core.closed()) => {
                     return Err(LockError::ShutDown { key: self.key.clone() });
                 }
             }

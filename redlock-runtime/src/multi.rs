@@ -268,7 +268,7 @@ impl MultiLock {
         if self.core.is_closed() {
             // A shutdown may have read the client's books before these
             // guards were on them (see `acquire::closed_after`).
-            release_all(guards).await;
+            Box::pin(release_all(guards)).await;
             return Err(LockError::ShutDown {
                 key: self.keys[0].clone(),
             });
@@ -403,7 +403,7 @@ impl MultiLock {
             tokio::select! {
                 () = crate::wakeups::nap(sleep, woken) => {}
                 // `pending` is dropped on return: given back.
-                () = core.closed() => {
+                () = Box::pin(core.closed()) => {
                     return Err(LockError::ShutDown { key: group[0].user.clone() });
                 }
             }

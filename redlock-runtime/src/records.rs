@@ -188,7 +188,7 @@ impl Records {
         match claimed {
             // Shut down meanwhile: released here (see `acquire::closed_after`).
             Claimed::Claimed(lease) if core.is_closed() => {
-                let _ = lease.guard.release().await;
+                let _ = Box::pin(lease.guard.release()).await;
                 Err(RecordError(OpError::ShutDown))
             }
             claimed => Ok(claimed),
