@@ -14,6 +14,7 @@ use crate::core::Core;
 use crate::held::HeldLease;
 use crate::latch::Latch;
 use crate::multi::MultiLock;
+use crate::ping::NodeStatus;
 use crate::request::LockRequest;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -181,6 +182,31 @@ impl LockClient {
     /// run it again, it ends nothing twice).
     pub async fn force_release(&self, key: &str) -> Result<crate::ForceReleased, crate::LockError> {
         crate::force::force_release(&self.core, key).await
+    }
+
+    /// Asks every node of the topology (the one Redis, each Redlock node,
+    /// each Cluster master, Sentinel's primary) for its role, at once,
+    /// each within the command timeout: for a readiness probe. Each
+    /// status says the node (no password), its role (a primary and its
+    /// replicas, or a replica: the wrong node to write locks to) and the
+    /// round trip's time.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), redlock_runtime::LockError> {
+    /// let locks = redlock_runtime::LockClient::in_memory();
+    /// for node in locks.ping().await? {
+    ///     println!("{node}"); // memory: in memory, 0.0ns
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::NodeDown`](crate::LockError::NodeDown) naming the
+    /// first node that did not answer (and how many others did not).
+    pub async fn ping(&self) -> Result<Vec<NodeStatus>, crate::LockError> {
+        crate::ping::ping(&self.core).await
     }
 
     /// Ends this client gracefully, within `timeout`: from now on it takes

@@ -167,6 +167,27 @@ pub enum LockError {
         detail: String,
     },
 
+    /// A node of the topology did not answer a
+    /// [`ping`](crate::LockClient::ping): the first one in the topology's
+    /// order (the one Redis, each Redlock node as listed, each Cluster
+    /// master, Sentinel's primary).
+    #[error(
+        "node {node} did not answer the ping{}: {failure} ({detail}); {}",
+        if *others > 0 { format!(" (nor did {others} other node(s))") } else { String::new() },
+        failure.advice()
+    )]
+    NodeDown {
+        /// The node, as a URL without its password.
+        node: String,
+        /// Why: refused, unreachable, authentication, TLS, a timeout, or
+        /// `Other` for an error answer.
+        failure: ConnectFailure,
+        /// What went wrong (no password or certificate in it).
+        detail: String,
+        /// How many other nodes did not answer either.
+        others: usize,
+    },
+
     /// No connection to Redis could be made for the operation: the server
     /// refused it, could not be reached, rejected the credentials or the TLS
     /// handshake, or did not answer in time. Nothing was sent, so nothing
@@ -295,6 +316,7 @@ impl fmt::Debug for LockError {
             Latch { key, expired },
             InvalidKey { key, reason },
             Connect { url, failure, detail },
+            NodeDown { node, failure, detail, others },
             Connection { key, op, failure, detail },
             Redis { key, op, source },
             Timeout { key, op, timeout },
@@ -396,9 +418,9 @@ impl LockError {
             | Self::Pool { .. }
             | Self::Quorum { .. }
             | Self::Replicas { .. } => true,
-            Self::Connect { failure, .. } | Self::Connection { failure, .. } => {
-                !failure.is_permanent()
-            }
+            Self::Connect { failure, .. }
+            | Self::Connection { failure, .. }
+            | Self::NodeDown { failure, .. } => !failure.is_permanent(),
             Self::Redis { source, .. } => is_transient_redis(source),
             _ => false,
         }
@@ -426,7 +448,7 @@ impl LockError {
             | Self::Connection { key, .. }
             | Self::Quorum { key, .. }
             | Self::Replicas { key, .. } => Some(key),
-            Self::Config(_) | Self::Connect { .. } => None,
+            Self::Config(_) | Self::Connect { .. } | Self::NodeDown { .. } => None,
         }
     }
 }

@@ -49,7 +49,8 @@
 //! - **Who holds what**: [`LockClient::inspect`] reads who holds a name and
 //!   who waits; [`LockClient::held`] lists what this client holds (for a debug
 //!   endpoint); [`LockClient::force_release`] ends a stuck holder's lease
-//!   (an operator's break-glass); [`LockClient::shutdown`] releases
+//!   (an operator's break-glass); [`LockClient::ping`] asks every node
+//!   (a readiness probe); [`LockClient::shutdown`] releases
 //!   everything this client holds when the process stops.
 //! - **Idempotency records** ([`records`]): claim, complete and replay, the
 //!   store under `redlock-axum`'s layer.
@@ -140,6 +141,7 @@ pub mod design {
 pub mod metrics;
 mod multi;
 mod owner;
+mod ping;
 pub mod records;
 mod request;
 mod rwlock;
@@ -154,7 +156,7 @@ mod util;
 mod wakeups;
 mod watchdog;
 
-pub use backend::Mode;
+pub use backend::{Mode, NodeRole};
 pub use backoff::RetryPolicy;
 pub use builder::LockClientBuilder;
 pub use client::LockClient;
@@ -169,6 +171,7 @@ pub use install::{install, installed, require_installed};
 pub use latch::Latch;
 pub use lock::Lost;
 pub use multi::{MultiLock, MultiLockGuard};
+pub use ping::NodeStatus;
 pub use request::LockRequest;
 pub use rwlock::RwLock;
 pub use scope::{CurrentLock, OnLost, current_lock};

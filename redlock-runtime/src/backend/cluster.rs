@@ -54,7 +54,7 @@ use super::conn::ASKING;
 use super::open::{self, Connect};
 use super::redis::{On, RedisBackend};
 use super::slots::{Addr, SlotMap, slot};
-use super::{Keys, OpError};
+use super::{Keys, NodePing, OpError};
 use crate::error::ConnectFailure;
 
 /// How long to pause before sending again after `TRYAGAIN`.
@@ -443,6 +443,21 @@ impl ClusterBackend {
             (None, Some(e)) => Err(e),
             _ => Ok(()),
         }
+    }
+
+    /// Pings every master of the slot map (reading the map first when
+    /// there is none yet).
+    pub(crate) async fn ping(self: &Arc<Self>, limit: Duration) -> Vec<NodePing> {
+        if self.current_map().is_none()
+            && let Err(e) = self.time(limit).await
+        {
+            return vec![("the cluster's slot map".to_owned(), Err(e))];
+        }
+        let pings = self
+            .masters()
+            .into_iter()
+            .map(|node| async move { (node.name.clone(), node.backend.ping(limit).await) });
+        futures_util::future::join_all(pings).await
     }
 
     /// The masters the client has a map of, each with its backend and name.

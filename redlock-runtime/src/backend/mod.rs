@@ -230,6 +230,18 @@ impl Backend {
         }
     }
 
+    /// Pings every node of the topology (see [`LockClient::ping`](crate::LockClient::ping)),
+    /// each within `limit`; `target` names one Redis.
+    pub(crate) async fn ping(&self, target: &str, limit: Duration) -> Vec<NodePing> {
+        match self {
+            Self::Redis(b) => vec![(target.to_owned(), b.ping(limit).await)],
+            Self::Quorum(b) => b.ping(limit).await,
+            Self::Cluster(b) => b.ping(limit).await,
+            Self::Sentinel(b) => vec![b.ping(limit).await],
+            Self::Memory(_) => vec![("memory".to_owned(), Ok((NodeRole::Memory, Duration::ZERO)))],
+        }
+    }
+
     /// The underlying pool, on one Redis.
     pub(crate) fn pool(&self) -> Option<&bb8::Pool<bb8_redis::RedisConnectionManager>> {
         match self {

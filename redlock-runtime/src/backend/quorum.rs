@@ -30,7 +30,7 @@ use futures_util::stream::FuturesUnordered;
 
 use super::redis::RedisBackend;
 use super::votes::{Answer, Tally, detail};
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, NodePing, OpError, Renewal};
 use crate::error::{ConnectFailure, QuorumDetail};
 mod force;
 mod inspect;
@@ -134,6 +134,15 @@ pub(crate) fn drift(ttl: Duration) -> Duration {
 }
 
 impl QuorumBackend {
+    /// Pings every node at once.
+    pub(crate) async fn ping(&self, limit: Duration) -> Vec<NodePing> {
+        let pings = self
+            .nodes
+            .iter()
+            .map(|node| async move { (node.name.clone(), node.backend.ping(limit).await) });
+        futures_util::future::join_all(pings).await
+    }
+
     pub(crate) fn new(nodes: Vec<Node>, node_timeout: Duration) -> Self {
         let quorum = nodes.len() / 2 + 1;
         Self {

@@ -34,7 +34,7 @@ use super::open::{self, Connect};
 use super::probe::PlainTextProbe;
 use super::redis::RedisBackend;
 use super::slots::Addr;
-use super::{Keys, OpError, Renewal};
+use super::{Keys, NodePing, OpError, Renewal};
 use crate::error::ConnectFailure;
 
 /// The longest one Sentinel may take to answer.
@@ -379,6 +379,15 @@ impl SentinelBackend {
     /// The primary in use, if found yet.
     pub(crate) fn current_primary(&self) -> Option<Arc<Primary>> {
         self.current()
+    }
+
+    /// Pings the primary the Sentinels name now (asking them first when
+    /// none is known).
+    pub(crate) async fn ping(self: &Arc<Self>, limit: Duration) -> NodePing {
+        match self.primary(limit).await {
+            Ok(primary) => (primary.name.clone(), primary.backend.ping(limit).await),
+            Err(e) => (format!("the primary of `{}`", self.master), Err(e)),
+        }
     }
 
     #[cfg(feature = "test-util")]
