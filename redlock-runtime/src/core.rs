@@ -4,7 +4,7 @@
 //! acquires in flight. The watchdog task holds only a `Weak` to it, so a
 //! client whose handles and guards are all gone is dropped, task and all.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -79,8 +79,12 @@ pub(crate) struct Core {
     /// Redis's clock less this machine's (ms), as last measured; zero
     /// until then.
     clock_offset_ms: AtomicI64,
-    /// Cancelled by [`LockClient::shutdown`](crate::LockClient::shutdown):
-    /// nothing new is taken, and waiting acquires give up.
+    /// Set by [`LockClient::shutdown`](crate::LockClient::shutdown):
+    /// nothing new is taken. Read by every acquire (an atomic load; the
+    /// token's own check takes a mutex).
+    is_closed: AtomicBool,
+    /// Cancelled with `is_closed` set: wakes the acquires that wait, which
+    /// give up.
     closed: CancellationToken,
     /// The work left to run in the background (give-backs of acquires cut
     /// short, releases of dropped guards, reads of why a lock was lost),
@@ -98,6 +102,7 @@ impl Core {
             watchdog: Watchdog::default(),
             wakeups,
             clock_offset_ms: AtomicI64::new(0),
+            is_closed: AtomicBool::new(false),
             closed: CancellationToken::new(),
             tasks: TaskTracker::new(),
         })
@@ -106,12 +111,16 @@ impl Core {
     /// Closes the client (see `shutdown.rs`): from now on nothing new is
     /// taken, and acquires that wait give up.
     pub(crate) fn close(&self) {
+        // SeqCst, with the load below: an acquire that registers its lease
+        // on the books and then finds the client open was on the books
+        // before the shutdown read them (see `shutdown.rs`).
+        self.is_closed.store(true, Ordering::SeqCst);
         self.closed.cancel();
     }
 
     /// Whether the client was shut down.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.is_cancelled()
+        self.is_closed.load(Ordering::SeqCst)
     }
 
     /// Completes when the client is shut down.
@@ -148,14 +157,14 @@ impl Core {
     }
 
     /// Waits, until `deadline`, for the background work to finish; true
-    /// when it did.
+    /// when it did. The tracker stays closed: work spawned later (a guard
+    /// dropped after the shutdown) is still tracked, and a second shutdown,
+    /// even one running at the same time, waits for it too.
     pub(crate) async fn settle(&self, deadline: Instant) -> bool {
         self.tasks.close();
-        let settled = tokio::time::timeout_at(deadline, self.tasks.wait())
+        tokio::time::timeout_at(deadline, self.tasks.wait())
             .await
-            .is_ok();
-        self.tasks.reopen();
-        settled
+            .is_ok()
     }
 
     /// Measures Redis's clock against this machine's (one `TIME`), for the
