@@ -255,13 +255,15 @@ impl LockGuard {
             let result = held
                 .end(core.backend(), core.settings().command_timeout)
                 .await;
+            // Ended before the gate opens: a shutdown that takes the gate
+            // next finds it released, not a lease to end (and mark lost).
+            held.set_ended();
             drop(gate);
             (result, sent)
         }
         .instrument(span.clone())
         .await;
         self.released = true;
-        held.set_ended();
         telemetry::held(held.labels(), held.held_for());
         // `Some(why)` when the store said the lock was no longer this
         // owner's (asked before the span is entered: its guard is not held

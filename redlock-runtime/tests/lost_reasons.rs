@@ -401,14 +401,13 @@ impl Drop for DroppedAt {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_found_gone_is_not_held_at_once_not_once_why_is_read() {
-    // Every round trip through the proxy takes 0.8 s. The watchdog's
-    // renewal finds the lock another owner's: from that answer on, the
-    // lock is not held (`is_held`, and a body run under it is cancelled);
-    // `lost()` completes one round trip later, with the reason (taken
-    // over, which only the read that follows the answer can tell).
-    // Before, all of it waited for the read.
+/// One Redis, and a client that reaches it through a fault proxy (whose
+/// latency a test sets), with a command timeout of 2 s.
+async fn through_a_proxy() -> (
+    redlock_tests::RedisServer,
+    redlock_tests::FaultProxy,
+    LockClient,
+) {
     let server = redlock_tests::RedisServer::start().await;
     let proxy = redlock_tests::FaultProxy::start(server.addr()).await;
     let locks = LockClient::builder()
@@ -417,6 +416,18 @@ async fn a_lock_found_gone_is_not_held_at_once_not_once_why_is_read() {
         .build()
         .await
         .expect("connect through the proxy");
+    (server, proxy, locks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_found_gone_is_not_held_at_once_not_once_why_is_read() {
+    // Every round trip through the proxy takes 0.8 s. The watchdog's
+    // renewal finds the lock another owner's: from that answer on, the
+    // lock is not held (`is_held`, and a body run under it is cancelled);
+    // `lost()` completes one round trip later, with the reason (taken
+    // over, which only the read that follows the answer can tell).
+    // Before, all of it waited for the read.
+    let (server, proxy, locks) = through_a_proxy().await;
     let (cancelled, not_held, lost) = (At::default(), At::default(), At::default());
     let (flag, watch_held, watch_lost) = (
         DroppedAt(At::clone(&cancelled)),
@@ -506,14 +517,7 @@ async fn a_loss_whose_read_of_why_is_cancelled_still_completes_lost() {
     // reads why (its caller gave up). The lock must still end known lost:
     // `lost()` completes at once with what the call's time says, not at
     // the watchdog's next renewal (10 s away here) or never.
-    let server = redlock_tests::RedisServer::start().await;
-    let proxy = redlock_tests::FaultProxy::start(server.addr()).await;
-    let locks = LockClient::builder()
-        .url(proxy.url())
-        .command_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("connect through the proxy");
+    let (server, proxy, locks) = through_a_proxy().await;
     let ttl = Duration::from_secs(30);
     let guard = locks
         .lock("read-cancelled")
