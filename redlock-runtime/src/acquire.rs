@@ -289,8 +289,9 @@ async fn attempts(
             line: queued.then_some(presence),
             fenced: p.fenced.unwrap_or(settings.fenced),
             // Only the first attempt may be a plain `SET NX`: the later
-            // ones run the acquire script, which marks a busy lock (its
-            // release then wakes this waiter) and answers its pttl.
+            // ones run the acquire script, which signals on a busy lock
+            // that someone waits (its release then wakes this waiter) and
+            // answers its pttl.
             fresh: retries == 0,
         };
         pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
@@ -324,10 +325,15 @@ async fn attempts(
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
-            // `pending` is dropped on return: anything an attempt may hold
-            // is given back.
+            // Anything an attempt may hold is given back: before "busy" is
+            // answered (a fair waiter has left the line when it says it
+            // gave up), or as `pending` is dropped on an error. Boxed, as
+            // below.
             return match result {
-                Ok(()) => Ok(Outcome::Busy),
+                Ok(()) => {
+                    Box::pin(pending.give_back_now()).await;
+                    Ok(Outcome::Busy)
+                }
                 Err(e) => Err(e.into_lock_error(&keys.user, Operation::Acquire)),
             };
         }

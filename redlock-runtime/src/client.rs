@@ -204,7 +204,9 @@ impl LockClient {
     ///
     /// # Errors
     /// [`LockError::NodeDown`](crate::LockError::NodeDown) naming the
-    /// first node that did not answer (and how many others did not).
+    /// first node that did not answer (and how many others did not);
+    /// [`LockError::ShutDown`](crate::LockError::ShutDown) (with an empty
+    /// key) once the client was [shut down](Self::shutdown), without asking.
     pub async fn ping(&self) -> Result<Vec<NodeStatus>, crate::LockError> {
         crate::ping::ping(&self.core).await
     }

@@ -107,12 +107,11 @@ pub enum LockError {
     /// The client was shut down ([`LockClient::shutdown`](crate::LockClient::shutdown)):
     /// it takes nothing new, and an acquire that was waiting gave up (and
     /// gave back whatever an attempt of it may have taken).
-    #[error(
-        "lock `{key}`: the lock client was shut down (LockClient::shutdown), so it takes no new \
-         locks; build a new client if work must go on"
-    )]
+    #[error("{}", shut_down(key))]
     ShutDown {
-        /// The lock key, without the client's prefix.
+        /// The lock key, without the client's prefix; empty for a
+        /// [`ping`](crate::LockClient::ping) (a shut-down client is not
+        /// ready).
         key: String,
     },
 
@@ -575,6 +574,18 @@ impl fmt::Display for Operation {
             Self::Fence => "fencing token",
             Self::ForceRelease => "force release",
         })
+    }
+}
+
+/// [`LockError::ShutDown`]'s message: about the lock asked for, or about
+/// the client (a ping).
+fn shut_down(key: &str) -> String {
+    const WHAT: &str = "the lock client was shut down (LockClient::shutdown), so it takes no \
+                        new locks; build a new client if work must go on";
+    if key.is_empty() {
+        format!("{WHAT} (a ping answers that it is not ready)")
+    } else {
+        format!("lock `{key}`: {WHAT}")
     }
 }
 

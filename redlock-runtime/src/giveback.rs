@@ -84,6 +84,29 @@ impl PendingAcquire {
         self.token = token;
     }
 
+    /// Gives back what this acquire may hold before its caller hears that
+    /// the lock stayed busy, so that a waiter that gave up has left the
+    /// line (or the waiting writers) when it says so: one call, bounded by
+    /// the command timeout. If it fails, or this future is dropped on the
+    /// way, the give-back goes on from a spawned task as on drop.
+    pub(crate) async fn give_back_now(mut self) {
+        if !self.needed() {
+            return;
+        }
+        let give_back = GiveBack {
+            keys: &self.keys,
+            token: &self.token,
+            fair: self.fair,
+        };
+        let limit = self.core.settings().command_timeout;
+        if let Ok(released) = self.core.backend().give_back(&give_back, limit).await {
+            tracing::debug!(target: "redlock", key = %self.keys.user, released, "acquire given back");
+            self.in_flight = false;
+            self.unknown = false;
+            self.queued = false;
+        }
+    }
+
     fn needed(&self) -> bool {
         self.in_flight || self.unknown || self.queued
     }

@@ -5,7 +5,7 @@
 //! `inspect`'s one round trip, which a busy error makes once more after
 //! its acquire failed.
 //!
-//! A token is `~uuid.since.name`: a random UUID (the secret part: whoever
+//! A token is `=uuid.since.name`: a random UUID (the secret part: whoever
 //! has the whole token can release the lock), the acquire's time on
 //! Redis's clock in ms (as the acquiring client estimates it), and the
 //! client's name. Only the name and the time are ever shown.
@@ -19,36 +19,45 @@
 //! time it was granted the lock is read from the lock's fencing counter
 //! (see [`granted`]).
 //!
-//! The leading [`MARKABLE`] says that its holder's scripts accept a
-//! waiter's mark on the lock's value (see `scripts/shared/held.lua`). A waiter marks
-//! only such a lock: a holder running an older version of this crate
-//! (whose tokens start with the UUID, and whose scripts compare the value
-//! exactly) is never marked, so a rolling upgrade never costs it its
-//! renewals or its release; it always publishes, and wakes the new waiters.
-//! A [`QUEUED`] holder is never marked either, and needs no mark: every
-//! end of a fair lease (release, give-back, the end of a minimum hold)
-//! publishes, and a write lock is never marked.
+//! Every script compares a lock's value with its holder's token exactly:
+//! a waiter signals that it waits on a key of its own
+//! (`scripts/shared/waiting.lua`), never on the holder's value. The
+//! leading [`PLAIN`] keeps that true in a rolling upgrade: the previous
+//! version's waiters appended a byte to the value of a lock whose token
+//! started with [`MARKED_BEFORE`] (and only such a lock), so they leave
+//! this version's tokens alone; and this version's waiters write to no
+//! holder's value, so a previous version's holder keeps its renewals and
+//! its release too. While both run, a waiter of one version behind a
+//! holder of the other is not published to (each release looks for its
+//! own version's signal): it wakes by its own timer, no later than the
+//! lease's end, so an upgrade costs wake-up latency, never a lock.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The first character of every token this version writes: its holder
-/// accepts a waiter's mark (see the module docs). Never a UUID's first
-/// character.
-pub(crate) const MARKABLE: char = '~';
+/// The first character of every plain token this version writes: not
+/// [`MARKED_BEFORE`], so no waiter of the previous version marks its
+/// holder's value (see the module docs). Never a UUID's first character.
+pub(crate) const PLAIN: char = '=';
+
+/// The first character of the previous version's plain tokens, whose
+/// holders accepted a waiter's mark on their value
+/// (`scripts::WAITED_MARK`); this version writes none.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) const MARKED_BEFORE: char = '~';
 
 /// The longest client name.
 pub(crate) const MAX_NAME_LEN: usize = 128;
 
 /// The first character of a token that keeps a place in a line (a fair
 /// waiter's, a waiting writer's): its time is when it joined the line, not
-/// when it was granted the lock (see [`granted`]). Its holder's scripts
-/// accept a mark as [`MARKABLE`]'s do, but none is ever written: see the
-/// module docs. Never a UUID's first character.
+/// when it was granted the lock (see [`granted`]). No waiter of any
+/// version marks it: every end of a fair lease (release, give-back, the
+/// end of a minimum hold) publishes. Never a UUID's first character.
 pub(crate) const QUEUED: char = '^';
 
 /// A new owner token for `name`, taken at `since_ms` (Redis's clock).
 pub(crate) fn token(name: &str, since_ms: u64) -> String {
-    token_led_by(MARKABLE, name, since_ms)
+    token_led_by(PLAIN, name, since_ms)
 }
 
 /// A new owner token for `name` that will wait in a line (see
@@ -153,7 +162,7 @@ mod tests {
         assert_eq!(name, "billing-7.eu:42");
         assert_eq!(since, UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
         let secret = t.split('.').next().expect("uuid");
-        let uuid = secret.strip_prefix(MARKABLE).expect("markable");
+        let uuid = secret.strip_prefix(PLAIN).expect("plain");
         assert_eq!(uuid.len(), 36);
         assert!(uuid.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
         assert!(!name.contains(secret));

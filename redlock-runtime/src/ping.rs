@@ -29,6 +29,8 @@ impl fmt::Display for NodeStatus {
 
 /// Pings every node at once, each within the command timeout.
 pub(crate) async fn ping(core: &Core) -> Result<Vec<NodeStatus>, LockError> {
+    // A shut-down client is not ready, whatever its nodes say.
+    core.check_open("")?;
     let settings = core.settings();
     let answers = core
         .backend()

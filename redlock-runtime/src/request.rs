@@ -100,11 +100,13 @@ impl LockRequest {
     /// ask finds the lock its own. A waiter keeps its place while it
     /// keeps asking: it asks again on every wake-up and backoff step, and
     /// its place lasts three backoff ceilings plus one command timeout
-    /// (1.1 s by default) after each ask. So a waiter that gives up (its wait
-    /// ran out) or is cancelled leaves the line at once (a lock handed to it
+    /// (1.1 s by default) after each ask. A waiter whose wait ran out has
+    /// left the line when `acquire` answers (one more round trip; a
+    /// `try_acquire` that found the lock held too), one that is cancelled
+    /// leaves it at once from a spawned task (a lock handed to either
     /// meanwhile passes to the next waiter), and one whose process died
     /// leaves it within that time (a lock handed to it lasts no longer);
-    /// neither blocks the line for longer.
+    /// none blocks the line for longer.
     ///
     /// The default is **not** fair: the first to ask after a release wins.
     /// That needs no queue and is the fastest when locks are rarely

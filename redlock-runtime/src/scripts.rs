@@ -64,10 +64,10 @@ pub(crate) enum Part {
 pub(crate) const FENCE: Part = Part::Lua(FENCE_LUA);
 /// [`FENCE`]'s text.
 pub(crate) const FENCE_LUA: &str = include_str!("scripts/shared/fence.lua");
-/// `held` and `mark_waited`: whose a lock's value is, and the waiter's
-/// mark ([`WAITED_MARK`]).
-pub(crate) const HELD: Part = Part::Lua(include_str!("scripts/shared/held.lua"));
-/// `acquire_lock`: the lock's acquire step (after [`HELD`] and [`FENCE`]).
+/// `mark_waited`: a waiter's "someone waits" signal, on a key the waiters
+/// own (`backend::Keys::waited`), never on the holder's value.
+pub(crate) const WAITING: Part = Part::Lua(include_str!("scripts/shared/waiting.lua"));
+/// `acquire_lock`: the lock's acquire step (after [`WAITING`] and [`FENCE`]).
 pub(crate) const ACQUIRE_LOCK: Part = Part::Lua(include_str!("scripts/shared/acquire_lock.lua"));
 /// `release_lock`: the lock's release step (after [`Part::Publish`]).
 pub(crate) const RELEASE_LOCK: Part = Part::Lua(include_str!("scripts/shared/release_lock.lua"));
@@ -83,11 +83,12 @@ const PUBLISH: &str = include_str!("scripts/shared/publish.lua");
 /// [`Part::Publish`] on a Redis Cluster node.
 const SPUBLISH: &str = include_str!("scripts/shared/spublish.lua");
 
-/// The byte a waiter appends to the value of the lock it waits for, so
-/// that the holder's release knows someone waits and publishes: a release
-/// that finds no mark wakes no one and publishes nothing (see
-/// `shared/held.lua`). Never in a token: client names hold no control
-/// character.
+/// The byte a waiter of an earlier version appended to the value of the
+/// lock it waited for (a holder whose token starts with
+/// `owner::MARKED_BEFORE`). This version never writes it, and compares
+/// every holder exactly (see `shared/waiting.lua`); what reads a holder's
+/// token for display or for its ended-holder id leaves it out. Never in
+/// a token: client names hold no control character.
 pub(crate) const WAITED_MARK: char = '\u{1f}';
 
 /// One script: the shared functions it calls and its body, in a `PUBLISH`
@@ -146,38 +147,51 @@ impl Lua {
     }
 }
 
-/// Every script, for the checks below.
-#[cfg(test)]
+/// Every script, by the path of its `.lua` file in `scripts/` (without
+/// the extension): the checks below, and the name a Redis call's span
+/// gives a script ([`name_of`]).
 pub(crate) const ALL: [(&str, &Lua); 28] = [
-    ("ACQUIRE", &ACQUIRE),
-    ("BATCH", &BATCH),
-    ("ISSUE_FENCE", &ISSUE_FENCE),
-    ("EXTEND", &EXTEND),
-    ("RELEASE", &RELEASE),
-    ("RELEASE_AFTER_HOLD", &RELEASE_AFTER_HOLD),
-    ("FAIR_ACQUIRE", &FAIR_ACQUIRE),
-    ("FAIR_RELEASE", &FAIR_RELEASE),
-    ("FAIR_LEAVE", &FAIR_LEAVE),
-    ("RECORD_CLAIM", &RECORD_CLAIM),
-    ("RECORD_RENEW", &RECORD_RENEW),
-    ("RECORD_COMPLETE", &RECORD_COMPLETE),
-    ("RECORD_RELEASE", &RECORD_RELEASE),
-    ("READ_ACQUIRE", &READ_ACQUIRE),
-    ("WRITE_ACQUIRE", &WRITE_ACQUIRE),
-    ("WRITE_RELEASE", &WRITE_RELEASE),
-    ("READ_RELEASE", &READ_RELEASE),
-    ("DOWNGRADE", &DOWNGRADE),
-    ("LEASE_RENEW", &LEASE_RENEW),
-    ("PERMITS_ACQUIRE", &PERMITS_ACQUIRE),
-    ("PERMITS_RELEASE", &PERMITS_RELEASE),
-    ("PERMITS_AVAILABLE", &PERMITS_AVAILABLE),
-    ("LATCH_SET", &LATCH_SET),
-    ("LATCH_COUNT_DOWN", &LATCH_COUNT_DOWN),
-    ("LATCH_READ", &LATCH_READ),
-    ("GROUP_ACQUIRE", &GROUP_ACQUIRE),
-    ("INSPECT", &INSPECT),
-    ("FORCE_RELEASE", &FORCE_RELEASE),
+    ("lock/acquire", &ACQUIRE),
+    ("lock/batch", &BATCH),
+    ("lock/issue_fence", &ISSUE_FENCE),
+    ("lock/extend", &EXTEND),
+    ("lock/release", &RELEASE),
+    ("lock/release_after_hold", &RELEASE_AFTER_HOLD),
+    ("fair/acquire", &FAIR_ACQUIRE),
+    ("fair/release", &FAIR_RELEASE),
+    ("fair/leave", &FAIR_LEAVE),
+    ("records/claim", &RECORD_CLAIM),
+    ("records/renew", &RECORD_RENEW),
+    ("records/complete", &RECORD_COMPLETE),
+    ("records/release", &RECORD_RELEASE),
+    ("sync/read_acquire", &READ_ACQUIRE),
+    ("sync/write_acquire", &WRITE_ACQUIRE),
+    ("sync/write_release", &WRITE_RELEASE),
+    ("sync/read_release", &READ_RELEASE),
+    ("sync/downgrade", &DOWNGRADE),
+    ("sync/lease_renew", &LEASE_RENEW),
+    ("sync/permits_acquire", &PERMITS_ACQUIRE),
+    ("sync/permits_release", &PERMITS_RELEASE),
+    ("sync/permits_available", &PERMITS_AVAILABLE),
+    ("sync/latch_set", &LATCH_SET),
+    ("sync/latch_count_down", &LATCH_COUNT_DOWN),
+    ("sync/latch_read", &LATCH_READ),
+    ("sync/group_acquire", &GROUP_ACQUIRE),
+    ("inspect", &INSPECT),
+    ("force_release", &FORCE_RELEASE),
 ];
+
+/// The name (in [`ALL`]) of the script whose SHA1 (hex, as `EVALSHA`
+/// sends it) is `sha`, among the variants compiled so far.
+pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
+    ALL.iter().find_map(|(name, lua)| {
+        [&lua.plain, &lua.sharded]
+            .into_iter()
+            .filter_map(OnceLock::get)
+            .any(|script| script.get_hash().as_bytes().eq_ignore_ascii_case(sha))
+            .then_some(*name)
+    })
+}
 
 #[cfg(test)]
 mod tests;

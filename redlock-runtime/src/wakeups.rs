@@ -179,8 +179,7 @@ pub(crate) struct Grant {
 }
 
 /// The byte that separates a grant message's fields: `\31` in the fair
-/// scripts' text (the same byte as the waiter's mark on a lock's value,
-/// never in an id or a number).
+/// scripts' text (never in an id or a number).
 pub(crate) const GRANT_SEPARATOR: char = '\u{1f}';
 
 /// The waiter a grant message names (its [`waiter_id`]) and the grant
@@ -501,7 +500,7 @@ mod tests {
 
     /// Issue 32, part 5: the id is what `redis.sha1hex` writes for the
     /// token: 40 lower-case hex digits (the known SHA-1 values of "" and
-    /// "abc"), so never the waiter mark a grant splits at; two tokens,
+    /// "abc"), so never the separator a grant splits at; two tokens,
     /// two ids. (`tests/fair.rs` compares it with Redis's own.)
     #[test]
     fn a_waiter_id_is_the_sha1_hex_redis_writes() {

@@ -41,6 +41,7 @@ use tokio::sync::Notify;
 
 use super::OpError;
 use super::probe::PlainTextProbe;
+use super::traced;
 use crate::error::ConnectFailure;
 
 /// Remembers the pool's last connection error, classified, which bb8
@@ -265,15 +266,16 @@ fn with_asking(pipeline: &redis::Pipeline, offset: usize, count: usize) -> redis
     asking
 }
 
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+impl Conn {
+    /// Sends `cmd`, unspanned (the span is [`ConnectionLike`]'s).
+    fn send<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
         match self {
             Self::Multiplexed(c) => c.req_packed_command(cmd),
             Self::Manager(c) => c.req_packed_command(cmd),
             Self::Asking(c) => Box::pin(async move {
                 let mut pipe = redis::pipe();
                 pipe.cmd("ASKING").add_command(cmd.clone());
-                let mut replies = c.req_packed_commands(&pipe, 0, 2).await?;
+                let mut replies = c.send_all(&pipe, 0, 2).await?;
                 replies
                     .pop()
                     .ok_or_else(|| {
@@ -284,7 +286,8 @@ impl ConnectionLike for Conn {
         }
     }
 
-    fn req_packed_commands<'a>(
+    /// Sends `count` of `pipeline`'s commands from `offset`, unspanned.
+    fn send_all<'a>(
         &'a mut self,
         pipeline: &'a redis::Pipeline,
         offset: usize,
@@ -295,11 +298,34 @@ impl ConnectionLike for Conn {
             Self::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Asking(c) => Box::pin(async move {
                 let asking = with_asking(pipeline, offset, count);
-                let replies = c.req_packed_commands(&asking, 0, asking.len()).await?;
+                let replies = c.send_all(&asking, 0, asking.len()).await?;
                 // Every other reply is an `ASKING`'s `OK`.
                 Ok(replies.into_iter().skip(1).step_by(2).collect())
             }),
         }
+    }
+}
+
+/// Every call on a lock connection, in its Redis call span (see
+/// `traced.rs`; an `ASKING` sent before a command is not a call of its
+/// own).
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        traced::command(cmd, self.send(cmd))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        traced::pipeline(
+            pipeline,
+            offset,
+            count,
+            self.send_all(pipeline, offset, count),
+        )
     }
 
     fn get_db(&self) -> i64 {

@@ -16,6 +16,10 @@ pub(crate) struct Keys {
     /// after each acquire (tokens never go back: see `design`). A
     /// semaphore's permit counts (a hash), a latch's request ids (a set).
     pub(crate) fence: String,
+    /// `prefix{user}:waited`: a lock's waiters' signal, which a waiter's
+    /// busy attempt sets and the release deletes, publishing when it was
+    /// there (see `scripts/shared/waiting.lua`); empty for other kinds.
+    pub(crate) waited: String,
     /// A read/write lock's readers (a sorted set: token -> lease deadline
     /// on Redis's clock); empty for other kinds.
     pub(crate) readers: String,
@@ -35,11 +39,15 @@ impl Keys {
         let mut fence = String::with_capacity(lock.len() + 6);
         fence.push_str(&lock);
         fence.push_str(":fence");
+        let mut waited = String::with_capacity(lock.len() + 7);
+        waited.push_str(&lock);
+        waited.push_str(":waited");
         Self {
             kind: Kind::Lock,
             user,
             lock,
             fence,
+            waited,
             readers: String::new(),
             writers: String::new(),
         }
@@ -54,6 +62,7 @@ impl Keys {
         Self {
             kind,
             fence: format!("{lock}:fence"),
+            waited: String::new(),
             readers: format!("{lock}:readers"),
             writers: format!("{lock}:writers"),
             user,
@@ -68,6 +77,7 @@ impl Keys {
         Self {
             kind: Kind::Permits { limit, permits },
             fence: format!("{lock}:permits"),
+            waited: String::new(),
             readers: String::new(),
             writers: String::new(),
             user,
@@ -82,6 +92,7 @@ impl Keys {
         Self {
             kind: Kind::Latch,
             fence: format!("{lock}:ids"),
+            waited: String::new(),
             readers: String::new(),
             writers: String::new(),
             user,
@@ -132,6 +143,7 @@ impl Keys {
             user,
             lock: record,
             fence,
+            waited: String::new(),
             readers: String::new(),
             writers: String::new(),
         }

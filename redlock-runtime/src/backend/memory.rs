@@ -76,9 +76,22 @@ impl State {
         fence
     }
 
-    /// Gives the lock to `token` until `expires`; its new fencing token.
-    fn take(&mut self, keys: &Keys, token: &str, expires: Instant, retention: Duration) -> u64 {
-        let fence = self.next_fence(&keys.fence, retention);
+    /// Gives the lock to `token` until `expires`; its new fencing token,
+    /// or none (0) when `issue` is false: a lock taken as one Redis takes
+    /// it with a plain `SET NX`, whose token is issued on first ask.
+    fn take(
+        &mut self,
+        keys: &Keys,
+        token: &str,
+        expires: Instant,
+        retention: Duration,
+        issue: bool,
+    ) -> u64 {
+        let fence = if issue {
+            self.next_fence(&keys.fence, retention)
+        } else {
+            0
+        };
         self.held.insert(
             keys.lock.clone(),
             Held {
@@ -207,7 +220,14 @@ impl MemoryBackend {
         }
         match line {
             Some(presence) => self.acquire_fair(keys, token, ttl, presence, want_time),
-            None => self.acquire_plain(keys, token, ttl, want_time),
+            None => {
+                // As one Redis: the first attempt of a lock that needs no
+                // token now is a plain `SET NX`, which issues none (its
+                // token comes on first ask, `issue_fence`); any other
+                // attempt runs the acquire script, which issues one.
+                let issue = request.fenced || !request.fresh || want_time;
+                self.acquire_plain(keys, token, ttl, want_time, issue)
+            }
         }
     }
 
@@ -217,6 +237,7 @@ impl MemoryBackend {
         token: &str,
         ttl: Duration,
         want_time: bool,
+        issue: bool,
     ) -> AcquireReply {
         let now = Instant::now();
         let at_ms = want_time.then(|| self.now_ms(now));
@@ -233,11 +254,13 @@ impl MemoryBackend {
                     pttl: Some(lease.expires - now),
                 };
             }
+            // Ours already (an earlier attempt's answer was lost): as the
+            // acquire script, a new lease and a new token in this tenure.
             lease.expires = now + ttl;
-            let fence = state.fence(keys);
+            let fence = state.next_fence(&keys.fence, self.fence_retention);
             return AcquireReply::Acquired { fence, at_ms };
         }
-        let fence = state.take(keys, token, now + ttl, self.fence_retention);
+        let fence = state.take(keys, token, now + ttl, self.fence_retention, issue);
         AcquireReply::Acquired { fence, at_ms }
     }
 
@@ -290,7 +313,7 @@ impl MemoryBackend {
         if line.order.is_empty() {
             state.lines.remove(&keys.lock);
         }
-        let fence = state.take(keys, token, now + ttl, self.fence_retention);
+        let fence = state.take(keys, token, now + ttl, self.fence_retention, true);
         AcquireReply::Acquired { fence, at_ms }
     }
 
@@ -469,13 +492,16 @@ impl MemoryBackend {
         }
     }
 
-    /// The fencing token of a lock `token` holds (the memory store issues
-    /// it with the acquire).
+    /// Issues the fencing token of a lock `token` holds, as
+    /// `lock/issue_fence.lua` does: the counter's next.
     pub(crate) fn issue_fence(&self, issue: &super::IssueFence<'_>) -> Option<u64> {
         let now = Instant::now();
-        let state = self.state();
+        let mut state = self.state();
         let held = state.held.get(&issue.keys.lock)?;
-        (held.token == issue.token && held.expires > now).then(|| state.fence(issue.keys))
+        if held.token != issue.token || held.expires <= now {
+            return None;
+        }
+        Some(state.next_fence(&issue.keys.fence, self.fence_retention))
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).
@@ -493,6 +519,8 @@ mod tests {
     use crate::LostReason;
     use crate::wakeups::Wakeups;
 
+    /// A fenced acquire: its token is issued with it (a plain one's on
+    /// first ask, as on one Redis).
     fn acquire(memory: &MemoryBackend, keys: &Keys, token: &str) -> super::AcquireReply {
         memory.acquire(&Acquire {
             keys,
@@ -500,7 +528,7 @@ mod tests {
             ttl: Duration::from_secs(5),
             want_time: false,
             line: None,
-            fenced: false,
+            fenced: true,
             fresh: true,
         })
     }

@@ -86,6 +86,7 @@ mod requests;
 pub(crate) mod resend;
 pub(crate) mod sentinel;
 mod slots;
+mod traced;
 mod votes;
 
 /// Where a client keeps its locks.

@@ -251,6 +251,7 @@ impl RedisBackend {
                     ScriptCall::new(scripts::ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
+                        .key(&keys.waited)
                         .arg(token)
                         .arg(ttl_ms)
                         .arg(retention)
@@ -444,6 +445,7 @@ impl RedisBackend {
             .run(on, Some(token), limit, |mut link| async move {
                 ScriptCall::new(scripts::RELEASE.on(self.publish))
                     .key(&keys.lock)
+                    .key(&keys.waited)
                     .key(&keys.fence)
                     .arg(token)
                     .arg(fence)

@@ -34,6 +34,7 @@ use super::open::{self, Connect};
 use super::probe::PlainTextProbe;
 use super::redis::RedisBackend;
 use super::slots::Addr;
+use super::traced::Traced;
 use super::{Keys, NodePing, OpError, Renewal};
 use crate::error::ConnectFailure;
 
@@ -236,7 +237,7 @@ impl SentinelBackend {
                     redis::cmd("SENTINEL")
                         .arg("GET-MASTER-ADDR-BY-NAME")
                         .arg(master)
-                        .query_async::<Option<(String, u16)>>(&mut conn)
+                        .query_async::<Option<(String, u16)>>(&mut Traced(&mut conn))
                         .await
                 };
                 let answer = match tokio::time::timeout(per_sentinel, ask).await {

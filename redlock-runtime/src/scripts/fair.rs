@@ -3,23 +3,23 @@
 //! sorted set), the fair acquire, the release that hands the lock to the
 //! first live waiter (a grant), and the give-back of a waiter that leaves.
 
-use super::{FAIR_LINE, FENCE, HAND_OVER, HELD, Lua, Part};
+use super::{FAIR_LINE, FENCE, HAND_OVER, Lua, Part};
 
 /// Fair acquire: the lock goes to the first live waiter in arrival order
 /// (`fair/acquire.lua`).
 pub(crate) static FAIR_ACQUIRE: Lua =
-    Lua::new(&[HELD, FAIR_LINE, FENCE], include_str!("fair/acquire.lua"));
+    Lua::new(&[FAIR_LINE, FENCE], include_str!("fair/acquire.lua"));
 
 /// Fair release: hands the lock straight to the first live waiter in line,
 /// if there is one, else deletes it (`fair/release.lua`).
 pub(crate) static FAIR_RELEASE: Lua = Lua::new(
-    &[Part::Publish, HELD, FAIR_LINE, FENCE, HAND_OVER],
+    &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
     include_str!("fair/release.lua"),
 );
 
 /// A fair waiter gives up: it leaves the line, and a lock it holds goes on
 /// to the next waiter (`fair/leave.lua`).
 pub(crate) static FAIR_LEAVE: Lua = Lua::new(
-    &[Part::Publish, HELD, FAIR_LINE, FENCE, HAND_OVER],
+    &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
     include_str!("fair/leave.lua"),
 );

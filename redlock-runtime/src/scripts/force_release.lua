@@ -3,8 +3,10 @@
 -- above the ended holders' (Redlock: on each node that runs it). Wakes
 -- their waiters as a release does (the first fair waiter by its id).
 --
--- Each ended holder's `redis.sha1hex` of its token (less a waiter's
--- mark) joins a set: what the ended holder's client reads, once its
+-- Each ended holder's `redis.sha1hex` of its token (less the byte 31
+-- that a waiter of an earlier version appended to its holder's value,
+-- which this version's waiters never write: shared/waiting.lua) joins a
+-- set: what the ended holder's client reads, once its
 -- renewal or release finds the lease gone, to say it was ended by an
 -- operator (see `loss.rs`). The set is kept as long as the longest ended
 -- lease would have lasted, and `ARGV[2]` ms more (for the read that

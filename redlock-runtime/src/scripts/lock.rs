@@ -2,21 +2,21 @@
 //! issue a token for a lock taken without one, renew, release, and the
 //! release of a lock held for a minimum time.
 
-use super::{ACQUIRE_LOCK, FENCE, HELD, Lua, Part, RELEASE_LOCK};
+use super::{ACQUIRE_LOCK, FENCE, Lua, Part, RELEASE_LOCK, WAITING};
 
 /// Takes the lock and issues its fencing token in one step
 /// (`lock/acquire.lua`).
 pub(crate) static ACQUIRE: Lua = Lua::new(
-    &[HELD, FENCE, ACQUIRE_LOCK],
+    &[WAITING, FENCE, ACQUIRE_LOCK],
     include_str!("lock/acquire.lua"),
 );
 
 /// Issues the fencing token of a lock taken by a plain `SET NX`, if the
 /// token still holds it (`lock/issue_fence.lua`).
-pub(crate) static ISSUE_FENCE: Lua = Lua::new(&[HELD, FENCE], include_str!("lock/issue_fence.lua"));
+pub(crate) static ISSUE_FENCE: Lua = Lua::new(&[FENCE], include_str!("lock/issue_fence.lua"));
 
 /// Resets the lease if the token still holds the lock (`lock/extend.lua`).
-pub(crate) static EXTEND: Lua = Lua::new(&[HELD], include_str!("lock/extend.lua"));
+pub(crate) static EXTEND: Lua = Lua::new(&[], include_str!("lock/extend.lua"));
 
 /// Deletes the lock if the token still holds it, waking its waiters
 /// (`lock/release.lua`).
@@ -28,6 +28,6 @@ pub(crate) static RELEASE: Lua = Lua::new(
 /// Ends a lock that must be held for a minimum time
 /// (`lock/release_after_hold.lua`).
 pub(crate) static RELEASE_AFTER_HOLD: Lua = Lua::new(
-    &[Part::Publish, HELD],
+    &[Part::Publish],
     include_str!("lock/release_after_hold.lua"),
 );

@@ -11,7 +11,7 @@
 //! its ttl, and each set's own expiry is kept at least as long as its
 //! longest lease, so nothing is left once the last holder is gone.
 
-use super::{FENCE, HELD, LEASES, Lua, Part};
+use super::{FENCE, LEASES, Lua, Part, WAITING};
 
 /// A reader's acquire: in unless a writer holds the lock or waits for it
 /// (`sync/read_acquire.lua`).
@@ -77,4 +77,4 @@ pub(crate) static LATCH_READ: Lua = Lua::new(&[], include_str!("sync/latch_read.
 /// Takes every lock of a group whose keys share one hash tag, or none
 /// (`sync/group_acquire.lua`).
 pub(crate) static GROUP_ACQUIRE: Lua =
-    Lua::new(&[HELD, FENCE], include_str!("sync/group_acquire.lua"));
+    Lua::new(&[WAITING, FENCE], include_str!("sync/group_acquire.lua"));

@@ -173,7 +173,7 @@ const HELPERS: [&str; 10] = [
 /// checks on [`HELPERS`] see given only keys from `KEYS`.
 fn from_keys(arg: &str) -> bool {
     arg.starts_with("KEYS[")
-        || ["key", "counter", "queue", "waiters", "channel"]
+        || ["key", "counter", "queue", "waiters", "waited", "channel"]
             .iter()
             .any(|p| {
                 arg.strip_prefix(p)
@@ -250,7 +250,7 @@ fn sharded_variants_publish_with_spublish_only() {
 fn shared_functions() -> Vec<(String, &'static str)> {
     let parts = [
         FENCE,
-        HELD,
+        WAITING,
         ACQUIRE_LOCK,
         RELEASE_LOCK,
         FAIR_LINE,
@@ -278,7 +278,7 @@ fn shared_functions() -> Vec<(String, &'static str)> {
 #[test]
 fn every_shared_function_a_script_calls_is_joined_before_its_call() {
     let functions = shared_functions();
-    assert!(functions.len() >= 15, "{}", functions.len());
+    assert!(functions.len() >= 14, "{}", functions.len());
     for (name, script) in ALL {
         for publish in [Publish::Plain, Publish::Sharded] {
             let text = code(&script.text(publish));
@@ -311,14 +311,25 @@ fn is_word_tail(text: &str, at: usize) -> bool {
 }
 
 #[test]
-fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
-    let Part::Lua(held) = HELD else {
-        unreachable!("HELD is Lua text")
-    };
-    let Part::Lua(release) = RELEASE_LOCK else {
-        unreachable!("RELEASE_LOCK is Lua text")
-    };
+fn no_script_writes_to_a_value_it_does_not_own() {
+    // A waiter's signal is a key of its own (shared/waiting.lua): nothing
+    // appends to a lock's value, and every holder check is exact (no
+    // script accepts a value with a mark, as the previous version's did).
+    for (name, script) in ALL {
+        let text = code(&script.text(Publish::Plain));
+        assert!(!text.contains("'APPEND'"), "{name} appends to a value");
+        assert!(
+            !text.contains("string.sub(v, 1, -2)"),
+            "{name} accepts a mark"
+        );
+        if name != "force_release" {
+            assert!(!text.contains("== 31"), "{name} reads a mark byte");
+        }
+    }
+    // The one script that reads the previous version's mark leaves it out
+    // of an ended holder's id: the byte it checks is that mark.
     assert_eq!(WAITED_MARK as u32, 31);
+    assert!(code(&FORCE_RELEASE.text(Publish::Plain)).contains("string.byte(token, -1) == 31"));
     // A grant message's fields are split by the byte its script writes.
     assert_eq!(crate::wakeups::GRANT_SEPARATOR as u32, 31);
     assert!(
@@ -326,14 +337,12 @@ fn the_mark_and_the_markable_prefix_are_the_bytes_the_lua_checks() {
             .text(Publish::Plain)
             .contains(r"'%s\31%.0f\31%.0f'")
     );
-    assert_eq!(crate::owner::MARKABLE as u32, 126);
-    assert!(held.contains("string.byte(v, -1) == 31") && held.contains("'\\31'"));
-    assert!(held.contains("string.byte(v, 1) == 126"));
-    // The release's written-out copy of `held` checks the same byte.
-    assert!(release.contains("string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token"));
-    assert!(crate::owner::token("n", 0).starts_with(crate::owner::MARKABLE));
-    // A token in a line is never marked (its ends always publish).
-    assert!(!crate::owner::queued_token("n", 0).starts_with(crate::owner::MARKABLE));
+    // The previous version's waiters marked only tokens led by byte 126:
+    // none of this version's is.
+    assert_eq!(crate::owner::MARKED_BEFORE as u32, 126);
+    assert!(crate::owner::token("n", 0).starts_with(crate::owner::PLAIN));
+    assert!(!crate::owner::token("n", 0).starts_with(crate::owner::MARKED_BEFORE));
+    assert!(!crate::owner::queued_token("n", 0).starts_with(crate::owner::MARKED_BEFORE));
 }
 
 /// Every message a script publishes, as its text writes it. Whoever may
@@ -386,4 +395,30 @@ fn no_script_publishes_an_owner_token() {
     // Each message listed is still published somewhere: the list is the
     // scripts', not a stale one.
     assert_eq!(published.len(), MESSAGES.len(), "{published:?}");
+}
+
+#[test]
+fn each_script_is_named_by_its_file() {
+    // The name a Redis call's span gives a script is the file a reader
+    // opens to read it.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
+    for (name, script) in ALL {
+        let file = dir.join(format!("{name}.lua"));
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{name}: cannot read {}: {e}", file.display()));
+        assert_eq!(
+            text,
+            script.body,
+            "{name} is not the text of {}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn a_compiled_script_is_found_by_its_sha() {
+    let sha = RELEASE.on(Publish::Sharded).get_hash().to_owned();
+    assert_eq!(name_of(sha.as_bytes()), Some("lock/release"));
+    assert_eq!(name_of(sha.to_uppercase().as_bytes()), Some("lock/release"));
+    assert_eq!(name_of(b"0000000000000000000000000000000000000000"), None);
 }

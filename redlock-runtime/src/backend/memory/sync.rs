@@ -187,7 +187,7 @@ impl MemoryBackend {
                 }
                 writers.remove(token);
                 tidy(&mut state.sync.writers, &keys.lock);
-                let fence = state.take(keys, token, now + ttl, self.fence_retention);
+                let fence = state.take(keys, token, now + ttl, self.fence_retention, true);
                 AcquireReply::Acquired { fence, at_ms }
             }
             _ => {
@@ -412,7 +412,7 @@ impl MemoryBackend {
                     }
                     state.fence(keys)
                 } else {
-                    state.take(keys, token, now + ttl, self.fence_retention)
+                    state.take(keys, token, now + ttl, self.fence_retention, true)
                 }
             })
             .collect();

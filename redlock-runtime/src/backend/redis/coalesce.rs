@@ -480,14 +480,21 @@ impl Coalescer {
         let script = scripts::BATCH.on(Publish::Plain);
         let keys: usize = batch
             .iter()
-            .map(|q| 1 + usize::from(q.call.is_acquire()))
+            .map(|q| 2 + usize::from(q.call.is_acquire()))
             .sum();
-        let mut cmd = Cmd::with_capacity(4 + keys + 3 * batch.len(), 96 * batch.len());
+        let mut cmd = Cmd::with_capacity(4 + keys + 3 * batch.len(), 128 * batch.len());
         cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
         for q in batch {
             match &q.call {
-                Call::Acquire { lock, fence, .. } => cmd.arg(lock).arg(fence),
-                Call::SetNx { lock, .. } | Call::Release { lock, .. } => cmd.arg(lock),
+                Call::Acquire {
+                    lock,
+                    fence,
+                    waited,
+                    ..
+                } => cmd.arg(lock).arg(fence).arg(waited),
+                Call::Release { lock, waited, .. } => cmd.arg(lock).arg(waited),
+                // Never queued (see `call`).
+                Call::SetNx { .. } => continue,
             };
         }
         cmd.arg(self.retention_ms);

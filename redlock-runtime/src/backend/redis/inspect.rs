@@ -101,8 +101,8 @@ impl RedisBackend {
     }
 }
 
-/// A lease of `token` (the lock's value, less a waiter's mark: see
-/// `scripts/shared/held.lua`) with `pttl` ms left (`PTTL`'s -1/-2: unknown),
+/// A lease of `token` (the lock's value, less the mark a waiter of the
+/// previous version may have appended: see `scripts::WAITED_MARK`) with `pttl` ms left (`PTTL`'s -1/-2: unknown),
 /// granted when `fence`, its counter's last token, says (for a holder
 /// that waited in a line: see `owner::granted`), as read at `now`.
 fn lease(mut token: String, pttl: i64, fence: Option<u64>, now: SystemTime) -> Option<Lease> {

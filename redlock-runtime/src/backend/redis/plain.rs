@@ -114,6 +114,7 @@ impl RedisBackend {
                     Call::Acquire {
                         lock: &keys.lock,
                         fence: &keys.fence,
+                        waited: &keys.waited,
                         token,
                         ttl_ms,
                     }
@@ -149,6 +150,7 @@ impl RedisBackend {
         let answer = self
             .one_step(on, token, limit, coalesce, || Call::Release {
                 lock: &keys.lock,
+                waited: &keys.waited,
                 token,
             })
             .await?;

@@ -255,7 +255,7 @@ impl RedisBackend {
                 |_| {
                     let mut call = ScriptCall::new(scripts::GROUP_ACQUIRE.on(self.publish));
                     for keys in all {
-                        call = call.key(&keys.lock).key(&keys.fence);
+                        call = call.key(&keys.lock).key(&keys.fence).key(&keys.waited);
                     }
                     call.arg(token).arg(ttl_ms).arg(retention)
                 },

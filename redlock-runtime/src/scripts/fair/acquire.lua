@@ -7,16 +7,16 @@
 -- the fencing counter's retention (ms).
 -- Returns as lock/acquire.lua (with pttl -3: free, but another
 -- waiter is first).
--- It does not mark a busy lock (see shared/held.lua): a fair waiter is woken by
--- the fair release that names it, and a plain release (of the same key
--- taken unfairly) wakes plain waiters only, so a fair waiter behind it
--- polls, as before; its holder check accepts a mark a plain waiter left.
+-- It sets no waiters' signal (see shared/waiting.lua): a fair waiter is
+-- woken by the fair release that names it, and a plain release (of the
+-- same key taken unfairly) wakes plain waiters only, so a fair waiter
+-- behind it polls, as before.
 --
 -- The hand-off path (the lock is free and the caller is first in line, or
 -- no one waits) reads no clock and purges nothing.
 local holder = redis.call('GET', KEYS[1])
 local fence
-if held(holder, ARGV[1]) then
+if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   fence = tonumber(redis.call('GET', KEYS[2]) or '0')
 else

@@ -16,7 +16,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   local head = purge(KEYS[2], KEYS[3], clock())
   if head then publish(KEYS[1], redis.sha1hex(head)) end
-elseif held(v, ARGV[1]) then
+elseif v == ARGV[1] then
   hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
   return 1
 end

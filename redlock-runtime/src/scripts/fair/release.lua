@@ -6,8 +6,8 @@
 -- fencing token, and publishes `id ␟ fence ␟ now` (`id` the waiter's
 -- name on the channel, `redis.sha1hex` of its token: never the token,
 -- which would let anyone allowed to subscribe release or extend the lock
--- it names, see `waiter_id` in `wakeups.rs`; `␟` the waiter
--- mark, byte 31, never in an id; `now` Redis's clock in ms). The waiter
+-- it names, see `waiter_id` in `wakeups.rs`; `␟` the unit
+-- separator, byte 31, never in an id; `now` Redis's clock in ms). The waiter
 -- holds the lock from the message on, without asking again: one round
 -- trip less between two holders. Its watchdog then renews the lease to
 -- its ttl at once. A waiter that does not take the message (it polls, or
@@ -26,6 +26,6 @@
 --
 -- `KEYS` lock, queue, waiters, fence; `ARGV[1]` token, `ARGV[2]` the
 -- fencing counter's retention (ms). Returns 1 or 0.
-if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 hand_over(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2])
 return 1

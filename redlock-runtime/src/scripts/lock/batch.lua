@@ -13,7 +13,8 @@
 --
 -- `ARGV[1]` the fencing counters' retention (ms); then per call, its
 -- code and arguments, with its keys in `KEYS` in the same order:
--- - `f`, token, ttl (ms); `KEYS` lock, counter: a fenced acquire,
+-- - `f`, token, ttl (ms); `KEYS` lock, counter, the waiters' signal
+-- (shared/waiting.lua): a fenced acquire,
 -- answering with one number: the fencing token (at least 1) when it
 -- took the lock, or `-2 - pttl` (at most -1) when another owner holds
 -- it. The client reads it back as `{1, fence}` or `{0, pttl}`, what
@@ -22,7 +23,8 @@
 -- batch's time in lockbench at concurrency 32 (16.7 µs of `EVALSHA` per
 -- fenced pair against 15.1, Redis 7.0's `INFO commandstats`), and about
 -- a fifth in a pipelined loop of batches alone;
--- - `r`, token; `KEYS` lock: a release, answering 1 or 0.
+-- - `r`, token; `KEYS` lock, the waiters' signal: a release, answering
+-- 1 or 0.
 --
 -- Returns one answer per call, in order. Redis's clock is read once, for
 -- the first fenced acquire, and serves every fenced acquire of the batch
@@ -34,14 +36,14 @@ while a <= #ARGV do
   local code, ok, res, n = ARGV[a], false, nil, nil
   if code == 'f' then
     if not now_us then now_us, now_text = clock_us(redis.call('TIME')) end
-    ok, res, n = pcall(acquire_lock, KEYS[k], KEYS[k + 1], ARGV[a + 1], ARGV[a + 2], retention, now_us, now_text)
+    ok, res, n = pcall(acquire_lock, KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], ARGV[a + 2], retention, now_us, now_text)
     if ok then
       if res == 1 then res = n else res = -2 - n end
     end
-    k, a = k + 2, a + 3
+    k, a = k + 3, a + 3
   elseif code == 'r' then
-    ok, res = pcall(release_lock, KEYS[k], ARGV[a + 1])
-    k, a = k + 1, a + 2
+    ok, res = pcall(release_lock, KEYS[k], KEYS[k + 1], ARGV[a + 1])
+    k, a = k + 2, a + 2
   else
     return redis.error_reply('ERR unknown call in a redlock batch')
   end

@@ -7,5 +7,5 @@
 -- `KEYS[1]` lock, `KEYS[2]` fencing counter; `ARGV[1]` token, `ARGV[2]`
 -- the counter's retention (ms). Returns the token, or -1 when the lock is
 -- not this owner's.
-if not held(redis.call('GET', KEYS[1]), ARGV[1]) then return -1 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 return next_fence(KEYS[2], ARGV[2], redis.call('TIME'))

@@ -9,7 +9,7 @@
 -- waiter's id (`redis.sha1hex` of its token, never the token: see
 -- `waiter_id` in `wakeups.rs`), as fair/leave.lua does, so
 -- that it is the one woken; an empty message when no one is in line.
-if not held(redis.call('GET', KEYS[1]), ARGV[1]) then
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 local t = redis.call('TIME')

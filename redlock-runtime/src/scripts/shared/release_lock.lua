@@ -1,24 +1,22 @@
--- `release_lock(key, token)`: the lock's release step, shared by
+-- `release_lock(key, waited, token)`: the lock's release step, shared by
 -- lock/release.lua and the batch of coalesced calls (lock/batch.lua), so
 -- that a lock released in a batch goes through exactly the step of one
 -- released alone. Needs shared/publish.lua.
 --
--- Deletes the lock `key` if `token` holds it and, when a waiter marked it
--- (see shared/held.lua), publishes on the channel named like it, which
--- wakes its waiters; returns 1, or 0 (another owner's, or gone). The
--- holder check is shared/held.lua's `held`, written out (the value as
--- written first, a marked one only when that fails): this runs on every
--- release, and a call to `held` would cost a closure per call.
-local function release_lock(key, token)
-  local v = redis.call('GET', key)
-  if v == token then
-    redis.call('DEL', key)
-    return 1
-  end
-  if v and #v == #token + 1 and string.byte(v, -1) == 31 and string.sub(v, 1, -2) == token then
+-- Deletes the lock `key` if `token` holds it, with its waiters' signal
+-- `waited` in the same `DEL`, and when that signal was there (see
+-- shared/waiting.lua) publishes on the channel named like the lock, which
+-- wakes its waiters; returns 1, or 0 (another owner's, or gone). Without
+-- `waited` (`nil`: a caller that sends the lock's key alone) it always
+-- publishes. A lock no one waited for is released with rslock's two
+-- commands (`GET`, `DEL`), one more key in the `DEL`.
+local function release_lock(key, waited, token)
+  if redis.call('GET', key) ~= token then return 0 end
+  if not waited then
     redis.call('DEL', key)
     publish(key, '')
-    return 1
+  elseif redis.call('DEL', key, waited) == 2 then
+    publish(key, '')
   end
-  return 0
+  return 1
 end

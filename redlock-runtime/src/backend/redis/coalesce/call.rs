@@ -14,15 +14,17 @@ use crate::scripts::{self, Publish};
 pub(crate) enum Call<S> {
     /// `SET lock token NX PX ttl`: a plain acquire.
     SetNx { lock: S, token: S, ttl_ms: u64 },
-    /// The acquire script, issuing a fencing token.
+    /// The acquire script, issuing a fencing token (a busy answer sets
+    /// the lock's waiters' signal `waited`).
     Acquire {
         lock: S,
         fence: S,
+        waited: S,
         token: S,
         ttl_ms: u64,
     },
-    /// The release script, one key.
-    Release { lock: S, token: S },
+    /// The release script, with the lock's waiters' signal `waited`.
+    Release { lock: S, waited: S, token: S },
 }
 
 impl Call<&str> {
@@ -40,16 +42,23 @@ impl Call<&str> {
             Self::Acquire {
                 lock,
                 fence,
+                waited,
                 token,
                 ttl_ms,
             } => Call::Acquire {
                 lock: lock.to_owned(),
                 fence: fence.to_owned(),
+                waited: waited.to_owned(),
                 token: token.to_owned(),
                 ttl_ms,
             },
-            Self::Release { lock, token } => Call::Release {
+            Self::Release {
+                lock,
+                waited,
+                token,
+            } => Call::Release {
                 lock: lock.to_owned(),
+                waited: waited.to_owned(),
                 token: token.to_owned(),
             },
         }
@@ -97,14 +106,18 @@ impl<S: AsRef<str>> Call<S> {
             Self::Acquire {
                 lock,
                 fence,
+                waited,
                 token,
                 ttl_ms,
             } => {
-                let (lock, fence, token) = (lock.as_ref(), fence.as_ref(), token.as_ref());
+                let (lock, fence, waited) = (lock.as_ref(), fence.as_ref(), waited.as_ref());
+                let token = token.as_ref();
                 let script = scripts::ACQUIRE.on(publish);
-                let mut cmd = evalsha(script, 2, 10, lock.len() + fence.len() + token.len() + 48);
+                let bytes = lock.len() + fence.len() + waited.len() + token.len() + 48;
+                let mut cmd = evalsha(script, 3, 11, bytes);
                 cmd.arg(lock)
                     .arg(fence)
+                    .arg(waited)
                     .arg(token)
                     .arg(*ttl_ms)
                     .arg(retention_ms)
@@ -112,11 +125,15 @@ impl<S: AsRef<str>> Call<S> {
                     .arg(0);
                 (cmd, Some(script))
             }
-            Self::Release { lock, token } => {
-                let (lock, token) = (lock.as_ref(), token.as_ref());
+            Self::Release {
+                lock,
+                waited,
+                token,
+            } => {
+                let (lock, waited, token) = (lock.as_ref(), waited.as_ref(), token.as_ref());
                 let script = scripts::RELEASE.on(publish);
-                let mut cmd = evalsha(script, 1, 5, lock.len() + token.len());
-                cmd.arg(lock).arg(token);
+                let mut cmd = evalsha(script, 2, 6, lock.len() + waited.len() + token.len());
+                cmd.arg(lock).arg(waited).arg(token);
                 (cmd, Some(script))
             }
         }
