@@ -192,6 +192,7 @@ async fn retry_after_while_running(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] backend: Backend) {
@@ -211,6 +212,7 @@ async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] b
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409(
@@ -258,6 +260,7 @@ async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_ge
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: Backend) {
@@ -302,6 +305,7 @@ async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: B
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
@@ -328,6 +332,7 @@ async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_empty_non_ascii_and_overlong_keys_are_400(#[case] backend: Backend) {
@@ -363,6 +368,7 @@ async fn malformed_empty_non_ascii_and_overlong_keys_are_400(#[case] backend: Ba
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_scopes_with_the_same_key_do_not_see_each_other(#[case] backend: Backend) {
@@ -398,6 +404,7 @@ async fn two_scopes_with_the_same_key_do_not_see_each_other(#[case] backend: Bac
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_or_503_releases_the_key_and_the_retry_runs_again(#[case] backend: Backend) {
@@ -441,6 +448,7 @@ async fn a_500_or_503_releases_the_key_and_the_retry_runs_again(#[case] backend:
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_releases_its_key(#[case] backend: Backend) {
@@ -471,6 +479,7 @@ async fn a_panicking_handler_releases_its_key(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_response_is_delivered_once_and_then_not_replayable(#[case] backend: Backend) {
@@ -501,6 +510,7 @@ async fn an_oversized_response_is_delivered_once_and_then_not_replayable(#[case]
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_disconnect_does_not_stop_the_handler_and_the_retry_is_replayed(
@@ -638,6 +648,7 @@ async fn fail_open_lets_requests_through_while_redis_is_paused() {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] backend: Backend) {
@@ -667,6 +678,7 @@ async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] ba
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case] backend: Backend) {
@@ -741,6 +753,7 @@ async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case]
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_are_optional_required_or_derived_and_other_methods_pass_through(
@@ -977,6 +990,7 @@ async fn a_record_that_does_not_decode_is_a_store_failure() {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_body_over_the_limit_is_413(#[case] backend: Backend) {
@@ -991,6 +1005,7 @@ async fn a_request_body_over_the_limit_is_413(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_methods_store_policy_mismatch_status_and_rejections_are_configurable(
@@ -1074,6 +1089,7 @@ async fn header_methods_store_policy_mismatch_status_and_rejections_are_configur
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed(#[case] backend: Backend) {

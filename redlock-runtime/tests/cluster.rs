@@ -13,7 +13,8 @@ use std::time::Duration;
 use redlock_runtime::{
     ConfigError, LockClient, LockError, RetryPolicy, current_lock, distributed_lock,
 };
-use redlock_tests::{RedisCluster, RedisServer};
+use redlock_tests::{RedisCluster, RedisServer, Server};
+use rstest::rstest;
 use tokio::time::Instant;
 
 /// The client's debug logs, shown with a failing test's output.
@@ -92,10 +93,13 @@ fn intruder(locks: LockClient, key: String, stop: Arc<AtomicBool>) -> tokio::tas
     })
 }
 
+#[rstest]
+#[case::redis(Server::Redis)]
+#[case::valkey(Server::Valkey)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited() {
+async fn a_held_lock_survives_its_slot_moving_while_renewed_and_awaited(#[case] server: Server) {
     logs();
-    let cluster = RedisCluster::start(3, 0).await;
+    let cluster = RedisCluster::start_on(server, 3, 0, &[]).await;
     let urls = cluster.urls();
     let holder = LockClient::cluster(urls.clone()).await.expect("holder");
     let waiter_client = slow_backoff(urls.clone()).await;
@@ -317,11 +321,14 @@ async fn kill_master_of(cluster: &mut RedisCluster, key: &str) -> usize {
     master
 }
 
+#[rstest]
+#[case::redis(Server::Redis)]
+#[case::valkey(Server::Valkey)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_replicas_a_lock_survives_the_failover_of_its_master() {
+async fn with_replicas_a_lock_survives_the_failover_of_its_master(#[case] server: Server) {
     logs();
     const TTL: Duration = Duration::from_secs(9);
-    let mut cluster = RedisCluster::start(3, 1).await;
+    let mut cluster = RedisCluster::start_on(server, 3, 1, &[]).await;
     let urls = cluster.urls();
     let holder = LockClient::builder()
         .cluster(urls.clone())
@@ -654,9 +661,15 @@ async fn ten_thousand_locks_over_three_masters_renew_in_at_most_two_pipelines_pe
         assert_eq!(stat(&info, "errorstat_CROSSSLOT"), 0, "{name}: CROSSSLOT");
         assert_eq!(stat(&info, "errorstat_MOVED"), 0, "{name}: MOVED");
     }
-    // Every lock was renewed at least once per period, on its own master.
+    // Every lock was renewed about once per period, on its own master: at
+    // least once per whole period but one. (The window may open just after
+    // a lock's renewal, and each renewal is due a period after the last
+    // one's answer, so a loaded machine stretches the period by the
+    // pipeline's round trip: CI saw 6.5 renewals per lock in 7.1 periods
+    // while other cluster suites ran, with no lock lost.)
+    let whole = (periods.floor() as u64).saturating_sub(1).max(1);
     assert!(
-        evalsha_total >= (LOCKS as u64) * (periods.floor() as u64).max(1),
+        evalsha_total >= (LOCKS as u64) * whole,
         "{evalsha_total} renewals for {LOCKS} locks in {periods:.1} periods"
     );
     let lost = guards.iter().filter(|g| !g.is_held()).count();

@@ -32,6 +32,7 @@ async fn queued(b: &Started, key: &str, n: usize) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -78,6 +79,7 @@ fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -111,9 +113,49 @@ fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
     });
 }
 
+/// A waiter whose wait ran out (or a fair `try_acquire` that found the
+/// lock held) has left the line when it answers: `inspect` right after
+/// shows no waiter, with no wait in between (the differential suite found
+/// it still in line for a moment, its place given back from a spawned
+/// task).
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
+#[case::cluster(Backend::Cluster)]
+fn a_waiter_that_gave_up_has_left_the_line_when_it_answers(#[case] backend: Backend) {
+    backend.run(|b| async move {
+        let holder_client = b.client().await;
+        let holder = holder_client
+            .lock("gave-up")
+            .fair()
+            .acquire()
+            .await
+            .expect("holder");
+        let waiter = b.client().await;
+        for wait in [Duration::ZERO, Duration::from_millis(50)] {
+            let taken = waiter
+                .lock("gave-up")
+                .fair()
+                .wait(wait)
+                .try_acquire()
+                .await
+                .expect("try");
+            assert!(taken.is_none(), "the lock is held");
+            let info = waiter.inspect("gave-up").await.expect("inspect");
+            assert_eq!(
+                info.waiters, 0,
+                "a waiter that gave up after {wait:?} is still in line"
+            );
+        }
+        holder.release().await.expect("release");
+    });
+}
+
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
     backend.run(|b| async move {
@@ -141,6 +183,7 @@ fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn fair_waiters_are_served_in_arrival_order_and_give_up_cleanly(#[case] backend: Backend) {
     backend.run(|b| async move {

@@ -22,6 +22,7 @@ fn near_now(t: SystemTime, slack: Duration) -> bool {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -83,6 +84,7 @@ fn inspect_shows_the_holder_its_lease_and_the_last_token(#[case] backend: Backen
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
 fn inspect_shows_fair_waiters_readers_writers_and_permits(#[case] backend: Backend) {
@@ -217,6 +219,7 @@ fn held_since_the_release(since: SystemTime, released: SystemTime, what: &str) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn issue_32_a_holder_that_waited_is_shown_from_when_it_took_the_lock(#[case] backend: Backend) {
@@ -346,6 +349,7 @@ fn issue_32_a_holder_that_waited_in_a_line_is_shown_from_its_grant(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]

@@ -30,10 +30,14 @@ async fn client(url: &str) -> LockClient {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn acquire_busy_release(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -67,9 +71,12 @@ fn acquire_busy_release(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -104,10 +111,14 @@ fn wait_is_honoured_while_another_owner_holds_the_lock(#[case] backend: Backend)
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -126,9 +137,12 @@ fn a_waiter_gets_the_lock_when_the_holder_releases(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
     #[case] backend: Backend,
 ) {
@@ -192,9 +206,12 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -228,9 +245,12 @@ fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn extend_changes_the_lease(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -256,9 +276,12 @@ fn extend_changes_the_lease(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn dropping_a_guard_releases_it(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -281,9 +304,12 @@ fn dropping_a_guard_releases_it(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -305,9 +331,12 @@ fn fencing_tokens_increase_per_key(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn bad_input_gives_clear_typed_errors(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -356,6 +385,7 @@ fn bad_input_gives_clear_typed_errors(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] backend: Backend) {
     const NODES: usize = 4;
@@ -422,9 +452,13 @@ fn mutual_exclusion_four_nodes_sixteen_tasks_two_thousand_acquisitions(#[case] b
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn three_clients_eight_tasks_on_keys_over_every_master_exclude_and_fence(#[case] backend: Backend) {
     const CLIENTS: usize = 3;
     const TASKS: usize = 8;
@@ -566,11 +600,12 @@ async fn acquire_writes_token_and_fence_beside_each_other() {
         .expect("acquire");
     let stored: String = redis.get("lock:{order:42}").await.expect("GET");
     assert_eq!(stored, redlock_runtime::test_util::owner_token(&guard));
-    // `~uuid.since.name`: a waiter may mark it (`~`), a random secret, the
-    // acquire time and the name.
+    // `=uuid.since.name`: a plain token (`=`: no waiter of any version
+    // writes to its value), a random secret, the acquire time and the
+    // name.
     let token = redlock_runtime::test_util::owner_token(&guard);
     let (secret, rest) = token.split_once('.').expect("uuid first");
-    let secret = secret.strip_prefix('~').expect("markable");
+    let secret = secret.strip_prefix('=').expect("a plain token");
     assert!(uuid::Uuid::parse_str(secret).is_ok_and(|u| u.get_version_num() == 4));
     let (since, name) = rest.split_once('.').expect("then the time");
     assert!(since.parse::<u64>().is_ok(), "{since}");

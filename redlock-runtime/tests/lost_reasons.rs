@@ -55,6 +55,7 @@ fn lost_reason(result: Result<impl std::fmt::Debug, LockError>) -> LostReason {
 
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -90,6 +91,7 @@ fn a_lock_deleted_and_taken_by_another_owner_says_taken_over(#[case] backend: Ba
 
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -181,6 +183,7 @@ fn an_extend_release_or_fence_finding_the_key_taken_or_gone_says_which(#[case] b
 
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn a_lease_that_ran_out_unrenewed_says_expired_even_once_taken(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
@@ -211,6 +214,7 @@ fn a_lease_that_ran_out_unrenewed_says_expired_even_once_taken(#[case] backend: 
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -293,6 +297,7 @@ fn force_release_ends_a_stuck_holder_which_learns_an_operator_ended_it(#[case] b
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
@@ -338,6 +343,7 @@ fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: B
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 fn force_release_of_a_fair_lock_hands_it_to_the_first_in_line(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {

@@ -12,6 +12,7 @@ use rstest::rstest;
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]

@@ -1,7 +1,10 @@
 //! Push wake-ups: a release wakes a waiter at once; when no message comes
 //! (pub/sub unavailable, a lease that ran out), polling still gets it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
 
 use redlock_runtime::{LockClient, LockClientBuilder, RetryPolicy};
 use redlock_tests::{Backend, RedisServer, Started};
@@ -209,36 +212,97 @@ async fn publishes(b: &Started) -> u64 {
     total
 }
 
-/// Whether a waiter marked the lock `key` on any of the case's servers
-/// (its value ends with the byte 31; a cluster node that does not own the
-/// key answers MOVED, counted as no).
-async fn marked(urls: &[String], key: &str) -> bool {
+/// Counts the hello messages Sentinels publish (every 2 s each) on the
+/// case's servers, from subscriptions on each.
+struct Hellos {
+    heard: std::sync::Arc<AtomicU64>,
+    listeners: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Hellos {
+    async fn listen(urls: &[String]) -> Self {
+        let heard = std::sync::Arc::new(AtomicU64::new(0));
+        let mut listeners = Vec::new();
+        for url in urls {
+            let client = redis::Client::open(url.as_str()).expect("the case's URL");
+            let mut pubsub = client
+                .get_async_pubsub()
+                .await
+                .expect("a pub/sub connection");
+            pubsub
+                .subscribe("__sentinel__:hello")
+                .await
+                .expect("subscribe to the Sentinels' hellos");
+            let heard = std::sync::Arc::clone(&heard);
+            listeners.push(tokio::spawn(async move {
+                let mut messages = pubsub.into_on_message();
+                while messages.next().await.is_some() {
+                    heard.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        Self { heard, listeners }
+    }
+
+    fn heard(&self) -> u64 {
+        self.heard.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Hellos {
+    fn drop(&mut self) {
+        for listener in &self.listeners {
+            listener.abort();
+        }
+    }
+}
+
+/// Whether a waiter signalled that it waits for the lock `key` on any of
+/// the case's servers: the waiters' own key `lock:{key}:waited` is there
+/// (a cluster node that does not own the key answers MOVED, counted as
+/// no).
+async fn signalled(urls: &[String], key: &str) -> bool {
     for url in urls {
         let mut conn = redlock_tests::raw_connection(url).await;
-        let value: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("GET")
-            .arg(format!("lock:{{{key}}}"))
+        let there: redis::RedisResult<i64> = redis::cmd("EXISTS")
+            .arg(format!("lock:{{{key}}}:waited"))
             .query_async(&mut conn)
             .await;
-        if let Ok(Some(value)) = value
-            && value.last() == Some(&0x1f)
-        {
+        if there == Ok(1) {
             return true;
         }
     }
     false
 }
 
-/// Waits (up to 10 s) until a waiter's busy attempt marked the lock `key`
-/// on one of the servers at `urls`.
-async fn until_marked(urls: &[String], key: &str) {
+/// Waits (up to 10 s) until a waiter's busy attempt signalled that it
+/// waits for the lock `key` on one of the servers at `urls`.
+async fn until_signalled(urls: &[String], key: &str) {
     let started = Instant::now();
-    while !marked(urls, key).await {
+    while !signalled(urls, key).await {
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "{urls:?}: the waiter's busy attempts never marked the lock {key}"
+            "{urls:?}: the waiter's busy attempts never signalled that they wait for {key}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The values the lock `key` holds on the case's servers (those that hold
+/// it).
+async fn values(urls: &[String], key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for url in urls {
+        let mut conn = redlock_tests::raw_connection(url).await;
+        let value: redis::RedisResult<Option<String>> = redis::cmd("GET")
+            .arg(format!("lock:{{{key}}}"))
+            .query_async(&mut conn)
+            .await;
+        if let Ok(Some(value)) = value {
+            out.push(value);
+        }
+    }
+    out
 }
 
 /// How long after `released` the waiter in `waiting` took its lock (it
@@ -254,15 +318,19 @@ async fn taken_after(
 }
 
 /// A release that no one waited for publishes nothing (the cost rslock's
-/// release has: `GET`, `DEL`); a waiter's busy attempt marks the lock,
-/// which stays its holder's to extend, fence, inspect and release, and
-/// whose release publishes.
+/// release has: `GET`, `DEL`); a waiter's busy attempt signals that it
+/// waits on a key of its own, never on the lock's value, which stays
+/// exactly its holder's token, to extend, fence, inspect and release; and
+/// that release publishes.
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let name = b.name();
@@ -276,18 +344,36 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
                 .await
                 .expect("warm-up release");
         }
-        let before = publishes(&b).await;
-        for i in 0..10 {
-            let plain = holder.lock(format!("alone:{i}")).acquire().await;
-            let fenced = holder.lock(format!("fenced:{i}")).fenced().acquire().await;
-            plain.expect("free").release().await.expect("release");
-            fenced.expect("free").release().await.expect("release");
-        }
-        assert_eq!(
-            publishes(&b).await - before,
-            0,
-            "{name}: releases no one waited for published"
-        );
+        // Sentinels publish hellos on the servers they watch, which
+        // `INFO commandstats` counts with ours: count in a window none fell in.
+        let hellos = Hellos::listen(&b.urls()).await;
+        let mut window = 0;
+        let published = loop {
+            window += 1;
+            let heard = hellos.heard();
+            let before = publishes(&b).await;
+            for i in 0..10 {
+                let plain = holder.lock(format!("alone:{window}:{i}")).acquire().await;
+                let fenced = holder
+                    .lock(format!("fenced:{window}:{i}"))
+                    .fenced()
+                    .acquire()
+                    .await;
+                plain.expect("free").release().await.expect("release");
+                fenced.expect("free").release().await.expect("release");
+            }
+            let published = publishes(&b).await - before;
+            // A hello published in the window has reached the listener by then.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if hellos.heard() == heard {
+                break published;
+            }
+            assert!(
+                window < 8,
+                "{name}: a Sentinel hello fell in each of {window} windows"
+            );
+        };
+        assert_eq!(published, 0, "{name}: releases no one waited for published");
 
         let guard = holder.lock("waited").acquire().await.expect("free");
         let waiting = tokio::spawn(async move {
@@ -298,12 +384,20 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
                 .await;
             taken.map(drop)
         });
-        until_marked(&b.urls(), "waited").await;
+        until_signalled(&b.urls(), "waited").await;
+        let token = redlock_runtime::test_util::owner_token(&guard).to_owned();
+        let held = values(&b.urls(), "waited").await;
+        assert!(
+            !held.is_empty() && held.iter().all(|v| *v == token),
+            "{name}: a waiter wrote to the holder's value: {} values, {} of them the token",
+            held.len(),
+            held.iter().filter(|v| **v == token).count()
+        );
         guard
             .extend(Duration::from_secs(20))
             .await
             .unwrap_or_else(|e| {
-                panic!("{name}: a marked lock is still its holder's to extend: {e}")
+                panic!("{name}: a waited-for lock is still its holder's to extend: {e}")
             });
         guard
             .fencing_token()
@@ -314,7 +408,7 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
         assert_eq!(
             shown.as_deref(),
             Some(holder.client_name()),
-            "{name}: no mark shown"
+            "{name}: the holder is shown"
         );
         let before = publishes(&b).await;
         guard
@@ -333,11 +427,12 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
 }
 
 /// However the release falls against the waiter's first busy answer,
-/// its subscription and its marking attempt, the waiter is woken by a
-/// push (its backoff alone sleeps 2 s): a release before the mark leaves
-/// the lock free for the marking attempt, one after it publishes.
+/// its subscription and its signalling attempt, the waiter is woken by a
+/// push (its backoff alone sleeps 2 s): a release before the signal leaves
+/// the lock free for the signalling attempt, one after it publishes.
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
 fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Backend) {
@@ -360,7 +455,7 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
                 }
             });
             // Each round releases a little later: from before the waiter's
-            // first attempt to after its subscription and mark.
+            // first attempt to after its subscription and signal.
             tokio::time::sleep(Duration::from_millis(round * 3)).await;
             guard.release().await.expect("release");
             let delay = taken_after(waiting, Instant::now()).await;
@@ -374,7 +469,7 @@ fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Bac
 
 /// A rolling upgrade: a lock held by a client of an older version (its
 /// token starts with the UUID; its scripts compare the value exactly) is
-/// never marked by a waiter of this one, so the old holder keeps its
+/// never written to by a waiter of this one, so the old holder keeps its
 /// renewals and its release, and its release (which always publishes)
 /// wakes the new waiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -399,7 +494,7 @@ async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
         (Instant::now(), taken.map(drop))
     });
     // The waiter's first attempt is a plain SET NX; the next, after it
-    // subscribed, is the script that would mark.
+    // subscribed, is the script that signals.
     let started = Instant::now();
     while evalsha_calls(&mut old).await == before {
         assert!(
@@ -435,11 +530,13 @@ async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
 }
 
 /// A multi-lock whose keys share a hash tag waits like a lock: its group
-/// script marks the busy key, so that key's release wakes it by a push.
+/// script signals that it waits for the busy key, so that key's release
+/// wakes it by a push.
 #[rstest]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
-fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Backend) {
+fn a_multi_lock_group_waiter_signals_on_the_busy_key_and_is_woken(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let name = b.name();
         let holder = b.client().await;
@@ -453,8 +550,8 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
                 .await;
             (Instant::now(), both.map(drop))
         });
-        until_marked(&b.urls(), "{acct:1}:to").await;
-        guard.release().await.expect("a marked lock is its holder's to release");
+        until_signalled(&b.urls(), "{acct:1}:to").await;
+        guard.release().await.expect("a waited-for lock is its holder's to release");
         let delay = taken_after(waiting, Instant::now()).await;
         assert!(
             delay < Duration::from_secs(1),
@@ -463,12 +560,12 @@ fn a_multi_lock_group_waiter_marks_the_busy_key_and_is_woken(#[case] backend: Ba
     });
 }
 
-/// A restart from a snapshot taken before the mark brings the lock back
-/// unmarked: its holder still renews and releases it (the value is its
-/// token exactly), and the waiter still gets it, by its next attempt (which
-/// marks again) or its polling, never stranded.
+/// A restart from a snapshot taken before the waiter's signal brings the
+/// lock back without it: its holder still renews and releases it, and the
+/// waiter still gets it, by its next attempt (which signals again) or its
+/// polling, never stranded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mark_rolled_back_by_a_snapshot_loses_no_lock_and_strands_no_waiter() {
+async fn a_signal_rolled_back_by_a_snapshot_loses_no_lock_and_strands_no_waiter() {
     let mut server = RedisServer::start().await;
     let urls = [server.url()];
     let holders = LockClient::connect(server.url()).await.expect("connect");
@@ -492,8 +589,8 @@ async fn a_mark_rolled_back_by_a_snapshot_loses_no_lock_and_strands_no_waiter() 
             .await;
         (Instant::now(), taken.map(drop))
     });
-    until_marked(&urls, "rolled").await;
-    server.restart_keeping_data().await; // the snapshot has no mark
+    until_signalled(&urls, "rolled").await;
+    server.restart_keeping_data().await; // the snapshot has no signal
     guard
         .extend(Duration::from_secs(20))
         .await

@@ -18,6 +18,7 @@ use rstest::rstest;
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
 fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
@@ -82,6 +83,7 @@ fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
 fn escaped_guards_and_current_locks_say_not_held_after_the_release(#[case] backend: Backend) {
@@ -150,6 +152,7 @@ async fn concurrent_reentries(locks: &LockClient, n: usize, wait: Duration) -> (
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
 fn concurrent_reentries_in_one_task_take_turns(#[case] backend: Backend) {
@@ -230,6 +233,7 @@ fn nested_runs(
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
 fn eight_nested_locked_levels_run_on_a_default_worker(#[case] backend: Backend) {

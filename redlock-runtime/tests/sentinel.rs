@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{ConfigError, LockClient, LockError, Mode, RetryPolicy};
-use redlock_tests::{MASTER_NAME, RedisServer, SentinelSet, raw_connection};
+use redlock_tests::{MASTER_NAME, RedisServer, SentinelSet, Server, raw_connection};
+use rstest::rstest;
 use tokio::time::Instant;
 
 /// The client's debug logs, shown with a failing test's output.
@@ -42,13 +43,18 @@ async fn slow_waiter(urls: Vec<String>, backoff: Duration) -> LockClient {
         .expect("waiter")
 }
 
+#[rstest]
+#[case::redis(Server::Redis)]
+#[case::valkey(Server::Valkey)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_primary() {
+async fn with_replicas_a_lock_survives_the_primary_crash_and_follows_the_new_primary(
+    #[case] server: Server,
+) {
     const TTL: Duration = Duration::from_secs(9);
     logs();
     // Two replicas: after the crash, the one not promoted replicates from
     // the new primary, so `WAIT 1` can be met there.
-    let mut set = SentinelSet::start(2).await;
+    let mut set = SentinelSet::start_on(server, 2).await;
     let urls = set.sentinel_urls();
     let holder = replicated_holder(urls.clone()).await;
     assert_eq!(holder.mode(), Mode::Sentinel);
@@ -308,12 +314,19 @@ async fn sentinel_misconfigurations_are_typed_config_errors() {
 async fn wait_until_replica(node: &RedisServer) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let mut conn = redlock_tests::raw_connection(node.url()).await;
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut conn)
+        // A node turned into a replica drops its clients: a connection
+        // refused or reset on the way is "not yet", asked again.
+        let info = async {
+            let client = redis::Client::open(node.url())?;
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("INFO")
+                .arg("replication")
+                .query_async::<String>(&mut conn)
+                .await
+        };
+        let info = info
             .await
-            .unwrap_or_default();
+            .unwrap_or_else(|e| format!("(not answering: {e})"));
         if info.contains("role:slave") && info.contains("master_link_status:up") {
             return;
         }

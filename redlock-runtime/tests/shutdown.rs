@@ -19,6 +19,7 @@ const BOUND: Duration = Duration::from_secs(10);
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -143,6 +144,17 @@ fn shutdown_releases_what_the_client_holds_and_refuses_what_comes_after(#[case] 
             locks.inspect("sd:lock").await,
             Err(LockError::ShutDown { .. })
         ));
+        // Not ready any more: a readiness probe's ping fails, saying why.
+        let ping = locks.ping().await;
+        let Err(LockError::ShutDown { ref key }) = ping else {
+            panic!("a ping after the shutdown: {ping:?}");
+        };
+        assert!(key.is_empty(), "{key}");
+        let shown = ping.expect_err("refused").to_string();
+        assert!(
+            shown.contains("shut down") && shown.contains("not ready"),
+            "{shown}"
+        );
         let released = guard.release().await;
         assert!(
             matches!(

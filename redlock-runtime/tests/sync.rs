@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{ConfigError, LockClient, LockError};
-use redlock_tests::{Backend, RedisServer, key_exists, raw_connection, start_replica};
+use redlock_tests::{Backend, RedisServer, Server, key_exists, raw_connection, start_replica};
 use rstest::rstest;
 use tokio::time::Instant;
 
@@ -58,16 +58,16 @@ fn on(backend: Backend) {
     });
 }
 
-/// Runs every scenario on a Redis primary whose writes one replica must
-/// acknowledge (`.replicas(1, ..)`).
-fn on_replicas() {
+/// Runs every scenario on a primary (of `server`'s program) whose writes
+/// one replica must acknowledge (`.replicas(1, ..)`).
+fn on_replicas(server: Server) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
     runtime.block_on(async move {
-        let primary = RedisServer::start().await;
+        let primary = RedisServer::start_on(server, &[]).await;
         let _replica = start_replica(&primary).await;
         let mut clients = Vec::new();
         for _ in 0..3 {
@@ -80,7 +80,8 @@ fn on_replicas() {
             clients.push(client);
         }
         let slack = Duration::from_millis(100);
-        run_all(Nodes { clients, slack }, "replicas").await;
+        let name = format!("{} replicas", server.name());
+        run_all(Nodes { clients, slack }, &name).await;
     });
 }
 
@@ -677,14 +678,20 @@ const SCENARIOS: [(&str, Scenario); 11] = [
 #[rstest]
 #[case::memory("memory")]
 #[case::redis("redis")]
+#[case::valkey("valkey")]
 #[case::replicas("replicas")]
+#[case::valkey_replicas("valkey_replicas")]
 #[case::cluster("cluster")]
+#[case::valkey_cluster("valkey_cluster")]
 #[case::sentinel("sentinel")]
 fn every_scenario(#[case] store: &str) {
     match store {
         "memory" => on(Backend::Memory),
         "redis" => on(Backend::Redis),
-        "replicas" => on_replicas(),
+        "valkey" => on(Backend::Valkey),
+        "valkey_cluster" => on(Backend::ValkeyCluster),
+        "replicas" => on_replicas(Server::Redis),
+        "valkey_replicas" => on_replicas(Server::Valkey),
         "cluster" => on(Backend::Cluster),
         "sentinel" => on(Backend::Sentinel),
         other => panic!("no store {other}"),

@@ -71,7 +71,7 @@ pub(crate) async fn run_redis_cli(
     limit: Duration,
     context: impl Fn() -> String,
 ) -> String {
-    let binary = crate::redis_server::redis_cli_binary().unwrap_or_else(|m| panic!("{m}"));
+    let binary = crate::server::redis_cli_binary().unwrap_or_else(|m| panic!("{m}"));
     let out_dir = tempfile::Builder::new()
         .prefix("redlock-redis-cli-")
         .tempdir()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redlock_runtime::{LockClient, LockClientBuilder};
 
-use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet};
+use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet, Server};
 
 /// How many nodes a [`Backend::Redlock`] case starts.
 pub const REDLOCK_NODES: usize = 3;
@@ -50,6 +50,14 @@ pub enum Backend {
     /// A primary, one replica and three Sentinels, through
     /// [`LockClient::sentinel`].
     Sentinel,
+    /// [`Backend::Redis`] on one `valkey-server` (see [`Server::Valkey`]).
+    Valkey,
+    /// [`Backend::Redlock`] over `valkey-server`s.
+    ValkeyRedlock,
+    /// [`Backend::Cluster`] of `valkey-server`s.
+    ValkeyCluster,
+    /// [`Backend::Sentinel`] of `valkey-server`s (Valkey's own Sentinels).
+    ValkeySentinel,
 }
 
 impl Backend {
@@ -62,6 +70,35 @@ impl Backend {
             Backend::Manager => "manager",
             Backend::Cluster => "cluster",
             Backend::Sentinel => "sentinel",
+            Backend::Valkey => "valkey",
+            Backend::ValkeyRedlock => "valkey redlock",
+            Backend::ValkeyCluster => "valkey cluster",
+            Backend::ValkeySentinel => "valkey sentinel",
+        }
+    }
+
+    /// The program its servers run (Redis for [`Backend::Memory`], which
+    /// has none).
+    pub fn server(self) -> Server {
+        match self {
+            Backend::Valkey
+            | Backend::ValkeyRedlock
+            | Backend::ValkeyCluster
+            | Backend::ValkeySentinel => Server::Valkey,
+            _ => Server::Redis,
+        }
+    }
+
+    /// The topology, whatever the program: [`Backend::Valkey`] is
+    /// [`Backend::Redis`], [`Backend::ValkeyCluster`] is
+    /// [`Backend::Cluster`], and so on.
+    pub fn topology(self) -> Backend {
+        match self {
+            Backend::Valkey => Backend::Redis,
+            Backend::ValkeyRedlock => Backend::Redlock,
+            Backend::ValkeyCluster => Backend::Cluster,
+            Backend::ValkeySentinel => Backend::Sentinel,
+            other => other,
         }
     }
 
@@ -130,22 +167,23 @@ impl Backend {
     }
 
     async fn start_with(self, paused: bool) -> Started {
-        let nodes = match self {
-            Backend::Memory | Backend::Cluster | Backend::Sentinel => 0,
+        let server = self.server();
+        let nodes = match self.topology() {
             Backend::Redis | Backend::Manager => 1,
             Backend::Redlock => REDLOCK_NODES,
+            _ => 0,
         };
-        let cluster = match self {
-            Backend::Cluster => Some(RedisCluster::start(3, 0).await),
+        let cluster = match self.topology() {
+            Backend::Cluster => Some(RedisCluster::start_on(server, 3, 0, &[]).await),
             _ => None,
         };
-        let sentinel = match self {
-            Backend::Sentinel => Some(SentinelSet::start(1).await),
+        let sentinel = match self.topology() {
+            Backend::Sentinel => Some(SentinelSet::start_on(server, 1).await),
             _ => None,
         };
         let mut servers = Vec::with_capacity(nodes);
         for _ in 0..nodes {
-            servers.push(RedisServer::start().await);
+            servers.push(RedisServer::start_on(server, &[]).await);
         }
         Started {
             backend: self,
@@ -171,9 +209,16 @@ pub struct Started {
 }
 
 impl Started {
-    /// Which backend this is.
+    /// Which topology this is, whatever program its servers run: a Valkey
+    /// case answers as its Redis twin ([`Backend::topology`]), so a
+    /// scenario's topology checks hold for both (see [`Started::server`]).
     pub fn backend(&self) -> Backend {
-        self.backend
+        self.backend.topology()
+    }
+
+    /// The program this case's servers run.
+    pub fn server(&self) -> Server {
+        self.backend.server()
     }
 
     /// The case's name, for assertion messages.
@@ -188,7 +233,7 @@ impl Started {
     /// # Panics
     /// When the servers do not answer.
     pub async fn client(&self) -> LockClient {
-        match self.backend {
+        match self.backend.topology() {
             Backend::Memory => self.memory.clone().expect("a memory case has a store"),
             Backend::Redis => LockClient::connect(self.servers[0].url())
                 .await
@@ -215,6 +260,7 @@ impl Started {
                     .await
                     .expect("connect through the test Sentinels")
             }
+            other => unreachable!("{other:?} is a topology"),
         }
     }
 
@@ -227,7 +273,7 @@ impl Started {
     /// [`Started::client`]) and [`Backend::Manager`] (built from a
     /// connection manager: use [`LockClient::from_connection_manager`]).
     pub fn builder(&self) -> LockClientBuilder {
-        match self.backend {
+        match self.backend.topology() {
             Backend::Redis => LockClient::builder().url(self.servers[0].url()),
             Backend::Redlock => LockClient::builder().redlock(self.urls()),
             Backend::Cluster => LockClient::builder().cluster(self.urls()),
@@ -238,7 +284,7 @@ impl Started {
                     .expect("a sentinel case has Sentinels");
                 LockClient::builder().sentinel(set.sentinel_urls(), MASTER_NAME)
             }
-            Backend::Memory | Backend::Manager => panic!(
+            _ => panic!(
                 "Started::builder is for the cases built from URLs, not {}",
                 self.name()
             ),

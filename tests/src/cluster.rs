@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::admin::{POLL_INTERVAL, info_field, query, run_redis_cli};
-use crate::{FaultProxy, RedisServer};
+use crate::{FaultProxy, RedisServer, Server};
 
 /// The number of hash slots in a Redis Cluster.
 pub const CLUSTER_SLOTS: u16 = 16384;
@@ -112,12 +112,28 @@ impl RedisCluster {
         replicas_per_master: usize,
         extra: &[&str],
     ) -> RedisCluster {
+        RedisCluster::start_on(Server::Redis, masters, replicas_per_master, extra).await
+    }
+
+    /// [`RedisCluster::start_with_args`] with every node running
+    /// `server`'s program (joined by `redis-cli --cluster create` all the
+    /// same: Valkey's nodes speak the same cluster bus).
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisCluster::start`].
+    pub async fn start_on(
+        server: Server,
+        masters: usize,
+        replicas_per_master: usize,
+        extra: &[&str],
+    ) -> RedisCluster {
         assert!(
             masters >= 3,
             "RedisCluster::start: a Redis Cluster needs at least 3 masters (got {masters})"
         );
         // Fail on a missing redis-cli before starting any server.
-        crate::redis_server::redis_cli_binary().unwrap_or_else(|m| panic!("{m}"));
+        crate::server::redis_cli_binary().unwrap_or_else(|m| panic!("{m}"));
         let timeout = NODE_TIMEOUT_MS.to_string();
         // A relative name lands in the node's `--dir`, which is its own.
         let mut args = vec![
@@ -132,7 +148,7 @@ impl RedisCluster {
         let total = masters * (1 + replicas_per_master);
         let mut nodes = Vec::with_capacity(total);
         for _ in 0..total {
-            nodes.push(RedisServer::start_with_args(&args).await);
+            nodes.push(RedisServer::start_on(server, &args).await);
         }
         let announced = std::sync::Mutex::new(nodes.iter().map(RedisServer::port).collect());
         let cluster = RedisCluster {

@@ -69,6 +69,7 @@ mod proxy;
 mod raw;
 mod redis_server;
 mod sentinel;
+mod server;
 mod tls;
 mod worker;
 
@@ -81,8 +82,12 @@ pub use logs::LogCapture;
 pub use prometheus::series_value;
 pub use proxy::FaultProxy;
 pub use raw::{key_exists, raw_connection, require_password, start_replica};
-pub use redis_server::{REDIS_SERVER_ENV, RedisServer, find_redis_server, redis_server_binary};
+pub use redis_server::RedisServer;
 pub use sentinel::{LoneSentinel, MASTER_NAME, SentinelSet};
+pub use server::{
+    REDIS_SERVER_ENV, Server, VALKEY_SERVER_ENV, find_redis_server, redis_server_binary,
+    valkey_server_binary,
+};
 pub use tls::{ClientAuth, Pem, TestCa, TlsRedis};
 pub use worker::SyncWorker;
 

@@ -25,17 +25,17 @@ pub async fn key_exists(url: impl AsRef<str>, key: &str) -> bool {
     conn.exists(key).await.expect("EXISTS")
 }
 
-/// Starts a replica of `primary` and returns once the primary counts it:
+/// Starts a replica of `primary` (the same program: Redis or Valkey) and
+/// returns once the primary counts it:
 /// a write followed by `WAIT 1` is acknowledged.
 ///
 /// # Panics
 /// When the replica does not acknowledge a write within 10 s.
 pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
-    let replica = crate::RedisServer::start_with_args(&[
-        "--replicaof",
-        "127.0.0.1",
-        &primary.port().to_string(),
-    ])
+    let replica = crate::RedisServer::start_on(
+        primary.server(),
+        &["--replicaof", "127.0.0.1", &primary.port().to_string()],
+    )
     .await;
     let mut conn = raw_connection(primary.url()).await;
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);

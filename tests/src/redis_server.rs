@@ -1,11 +1,9 @@
 //! [`RedisServer`]: a throwaway `redis-server` child process on a free loopback port.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdTcpListener};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,14 +16,9 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Environment variable that overrides which `redis-server` binary is started.
-///
-/// Its value is either a path (anything containing a `/`) or a bare program name
-/// that is looked up on `PATH`. See [`redis_server_binary`].
-pub const REDIS_SERVER_ENV: &str = "REDLOCK_REDIS_SERVER";
+use crate::Server;
+use crate::server::{INSTALL_HINT, REDIS_SERVER_ENV};
 
-const INSTALL_HINT: &str =
-    "Install it: `apt-get install redis-server` (Debian/Ubuntu) or `brew install redis` (macOS).";
 /// How many fresh ports [`RedisServer::start_with_args`] tries before giving up.
 const START_ATTEMPTS: u32 = 5;
 /// Hard deadline for one `redis-server` process to answer PING.
@@ -44,84 +37,6 @@ const STDERR_FILE: &str = "stderr.log";
 /// Bytes of each log file quoted in panic messages.
 const LOG_TAIL_BYTES: usize = 4096;
 
-/// Finds the `redis-server` binary to run: the [`REDIS_SERVER_ENV`] override if it is
-/// set, otherwise `redis-server` on `PATH`.
-///
-/// The error is a message meant for a human, saying what was looked for and how to
-/// install Redis. [`RedisServer::start`] panics with it.
-pub fn redis_server_binary() -> Result<PathBuf, String> {
-    find_redis_server(std::env::var_os(REDIS_SERVER_ENV).as_deref())
-}
-
-/// Like [`redis_server_binary`], with the override passed in instead of read from
-/// [`REDIS_SERVER_ENV`] (environment variables are process-global, so tests should
-/// call this instead of setting the variable).
-///
-/// `override_path` may be a path (containing a `/`), which must be an executable file,
-/// or a bare name, which is looked up on `PATH`. `None` or an empty value means
-/// `redis-server` on `PATH`.
-pub fn find_redis_server(override_path: Option<&OsStr>) -> Result<PathBuf, String> {
-    find_with_path(override_path, std::env::var_os("PATH").as_deref())
-}
-
-fn find_with_path(
-    override_path: Option<&OsStr>,
-    path_var: Option<&OsStr>,
-) -> Result<PathBuf, String> {
-    match override_path.filter(|p| !p.is_empty()) {
-        Some(wanted) => {
-            let found = if wanted.as_bytes().contains(&b'/') {
-                let path = Path::new(wanted);
-                is_executable_file(path).then(|| path.to_path_buf())
-            } else {
-                search_path(wanted, path_var)
-            };
-            found.ok_or_else(|| {
-                format!(
-                    "redis-server not found ({REDIS_SERVER_ENV} is set to `{}`, which is not an \
-                     executable file; unset it to use `redis-server` from PATH). {INSTALL_HINT}",
-                    Path::new(wanted).display()
-                )
-            })
-        }
-        None => search_path(OsStr::new("redis-server"), path_var).ok_or_else(|| {
-            format!(
-                "redis-server not found (looked for `redis-server` on PATH; set \
-                 {REDIS_SERVER_ENV} to override). {INSTALL_HINT}"
-            )
-        }),
-    }
-}
-
-/// Finds `redis-cli`: next to the `redis-server` that [`redis_server_binary`] picks (a
-/// custom build keeps them together), otherwise on `PATH`. The error says what to
-/// install.
-pub(crate) fn redis_cli_binary() -> Result<PathBuf, String> {
-    let sibling = redis_server_binary()
-        .ok()
-        .and_then(|server| server.parent().map(|dir| dir.join("redis-cli")))
-        .filter(|cli| is_executable_file(cli));
-    sibling
-        .or_else(|| search_path(OsStr::new("redis-cli"), std::env::var_os("PATH").as_deref()))
-        .ok_or_else(|| {
-            "redis-cli not found (looked next to redis-server and on PATH); the cluster \
-             harness runs `redis-cli --cluster create`. Install it: `apt-get install \
-             redis-tools` (Debian/Ubuntu) or `brew install redis` (macOS)."
-                .to_owned()
-        })
-}
-
-fn search_path(name: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(path_var?)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable_file(candidate))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 /// A `redis-server` child process listening on `127.0.0.1` on a free port, with no
 /// persistence, its own temporary directory, and its log in that directory.
 ///
@@ -136,6 +51,7 @@ fn is_executable_file(path: &Path) -> bool {
 /// Drive it from a Tokio runtime (current-thread or multi-thread), not one with a
 /// paused clock: readiness polling uses Tokio timers.
 pub struct RedisServer {
+    server: Server,
     binary: PathBuf,
     port: u16,
     /// The configuration file passed first on the command line (a sentinel's).
@@ -175,7 +91,23 @@ impl RedisServer {
     /// As [`RedisServer::start`]; also if the extra arguments make `redis-server` exit
     /// at startup (the log says why).
     pub async fn start_with_args(extra: &[&str]) -> RedisServer {
-        Self::start_inner(None, extra).await
+        Self::start_inner(Server::Redis, None, extra).await
+    }
+
+    /// Like [`RedisServer::start_with_args`], running `server`'s program
+    /// (`valkey-server` for [`Server::Valkey`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`]; the message says how to install the
+    /// program when it is missing.
+    pub async fn start_on(server: Server, extra: &[&str]) -> RedisServer {
+        Self::start_inner(server, None, extra).await
+    }
+
+    /// Which program this server runs.
+    pub fn server(&self) -> Server {
+        self.server
     }
 
     /// Starts a Sentinel: `redis-server <config_file> --sentinel`, with the same
@@ -192,11 +124,27 @@ impl RedisServer {
     ///
     /// As [`RedisServer::start`].
     pub async fn start_sentinel(config_file: &Path) -> RedisServer {
-        Self::start_inner(Some(config_file.to_path_buf()), &["--sentinel"]).await
+        Self::start_sentinel_on(Server::Redis, config_file).await
     }
 
-    async fn start_inner(config_file: Option<PathBuf>, extra: &[&str]) -> RedisServer {
-        let binary = redis_server_binary().unwrap_or_else(|message| panic!("{message}"));
+    /// Like [`RedisServer::start_sentinel`], running `server`'s program
+    /// (`valkey-server <config_file> --sentinel` for [`Server::Valkey`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`].
+    pub async fn start_sentinel_on(server: Server, config_file: &Path) -> RedisServer {
+        Self::start_inner(server, Some(config_file.to_path_buf()), &["--sentinel"]).await
+    }
+
+    async fn start_inner(
+        server: Server,
+        config_file: Option<PathBuf>,
+        extra: &[&str],
+    ) -> RedisServer {
+        let binary = server
+            .binary()
+            .unwrap_or_else(|message| panic!("{message}"));
         let dir = tempfile::Builder::new()
             .prefix("redlock-redis-")
             .tempdir()
@@ -216,6 +164,7 @@ impl RedisServer {
             match wait_ready(&mut child, loopback(port)).await {
                 Ok(()) => {
                     return RedisServer {
+                        server,
                         binary,
                         port,
                         config_file,
@@ -439,6 +388,7 @@ impl RedisServer {
 impl fmt::Debug for RedisServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisServer")
+            .field("server", &self.server)
             .field("port", &self.port)
             .field("pid", &self.pid())
             .field("paused", &self.is_paused())
@@ -687,43 +637,6 @@ fn log_report(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn missing_from_path_names_path_and_install_command() {
-        let empty = tempfile::tempdir().expect("create a temp dir to use as an empty PATH");
-        let message = find_with_path(None, Some(empty.path().as_os_str()))
-            .expect_err("empty PATH has no redis-server");
-        assert!(
-            message.contains("looked for `redis-server` on PATH"),
-            "{message}"
-        );
-        assert!(message.contains("REDLOCK_REDIS_SERVER"), "{message}");
-        assert!(
-            message.contains("apt-get install redis-server"),
-            "{message}"
-        );
-        assert!(message.contains("brew install redis"), "{message}");
-    }
-
-    #[test]
-    fn override_with_a_non_executable_file_is_rejected() {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let file = dir.path().join("redis-server");
-        std::fs::write(&file, "not a program").expect("write a plain file");
-        let message = find_with_path(Some(file.as_os_str()), None)
-            .expect_err("a 0644 file is not executable");
-        assert!(message.contains("is not an executable file"), "{message}");
-    }
-
-    #[test]
-    fn bare_override_is_searched_on_path() {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let file = dir.path().join("my-redis");
-        std::fs::write(&file, "#!/bin/sh\n").expect("write a script");
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod 755");
-        let found = find_with_path(Some(OsStr::new("my-redis")), Some(dir.path().as_os_str()));
-        assert_eq!(found, Ok(file));
-    }
 
     #[test]
     fn bulk_header_parsing() {

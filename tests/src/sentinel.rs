@@ -10,7 +10,7 @@ use tempfile::TempDir;
 use tokio::time::Instant;
 
 use crate::admin::{POLL_INTERVAL, info_field, query};
-use crate::{RedisServer, start_replica};
+use crate::{RedisServer, Server, start_replica};
 
 /// The name the Sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "mymaster";
@@ -69,11 +69,21 @@ impl SentinelSet {
     /// Sentinels do not see everything within 20 s (the message says what was missing
     /// and quotes the Sentinels' logs).
     pub async fn start(replicas: usize) -> SentinelSet {
+        SentinelSet::start_on(Server::Redis, replicas).await
+    }
+
+    /// [`SentinelSet::start`] with every process (data nodes and
+    /// Sentinels) running `server`'s program.
+    ///
+    /// # Panics
+    ///
+    /// As [`SentinelSet::start`].
+    pub async fn start_on(server: Server, replicas: usize) -> SentinelSet {
         assert!(
             replicas >= 1,
             "SentinelSet::start: give at least one replica, to fail over to"
         );
-        let primary = RedisServer::start().await;
+        let primary = RedisServer::start_on(server, &[]).await;
         let mut nodes = vec![];
         for _ in 0..replicas {
             let replica = start_replica(&primary).await;
@@ -101,7 +111,7 @@ impl SentinelSet {
                     path.display()
                 )
             });
-            sentinels.push(RedisServer::start_sentinel(&path).await);
+            sentinels.push(RedisServer::start_sentinel_on(server, &path).await);
         }
         let set = SentinelSet {
             nodes,
