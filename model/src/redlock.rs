@@ -1,0 +1,402 @@
+//! Redlock: one lock over independent masters, held while a majority of
+//! them hold it (`backend/quorum.rs`).
+//!
+//! # What is modelled
+//! - **Time** is one global clock in ticks, every node's clock too; a
+//!   client judges its lease by its own clock, which may run slow by up
+//!   to [`Config::drift`] ticks (as in [`crate::lock`]).
+//! - **A client's acquire** asks every node in turn, interleaved with
+//!   everything else ([`Action::Ask`]): client 0 in node order, the
+//!   others in any order. Renaming the nodes turns any two orders into
+//!   node order and another, so every relative order of two concurrent
+//!   acquires is explored (client 0's acquires all in one order is the
+//!   restriction, to keep the states few). Each node runs
+//!   `lock/acquire.lua` (`SET NX PX`, and a fencing token from its own
+//!   counter, `max(counter + 1, clock)`). Once every node answered
+//!   ([`Action::Decide`]), the client holds the lock if a majority granted
+//!   while the lease is still valid, `ttl - margin` from the start of the
+//!   acquire; its fencing token is the largest its majority issued.
+//!   Otherwise it gives back on every node. (The runtime stops listening
+//!   once a majority granted; the answers still on their way land before
+//!   its release, which waits for them: here, before the decision.)
+//! - **A release** goes to every node that is up: it deletes the lock
+//!   where it is the client's, and raises every node's counter to the
+//!   client's fencing token (`lock/release.lua` with a token to raise),
+//!   so that the next majority, which shares a node with this one, issues
+//!   a larger one. (No fenced store here: [`crate::lock`] shows what the
+//!   store makes of tokens that increase.)
+//! - **Nodes** restart empty (no persistence), at once or after the
+//!   restart delay (granting nothing for one ttl, what
+//!   `LockClientBuilder::restart_delay` does), at most once in all.
+//!
+//! # Properties
+//! - [`MUTUAL_EXCLUSION`], as in [`crate::lock`]: needs the restart delay
+//!   (a restarted node that grants at once helps a second client to a
+//!   majority).
+//! - [`TOKENS_INCREASE`], over the quorum: a hold whose acquire started
+//!   after another hold ended (released, or its lease presumed over) has
+//!   a larger token, restarts or not; not without the release's raise,
+//!   when one node issued more tokens than the others within one tick of
+//!   the clock. (Holds that overlap, where mutual exclusion fails, are not
+//!   ordered: an acquire that started first may decide last.)
+//! - [`TWO_HOLDS`] (`sometimes`): the bounds reach a second hold.
+
+use std::fmt;
+
+use stateright::{Model, Property};
+
+pub use crate::lock::{MUTUAL_EXCLUSION, TOKENS_INCREASE};
+pub use crate::node::{Node, Token};
+
+/// A `sometimes` property: the bounds reach a second hold.
+pub const TWO_HOLDS: &str = "two acquires held the lock";
+
+/// One safety mechanism turned off, to show its property fails without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Broken {
+    /// A release deletes the lock but does not raise the counters.
+    NoRaise,
+}
+
+/// How nodes restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Restart {
+    /// They do not.
+    Never,
+    /// One node restarts empty, granting at once.
+    AtOnce,
+    /// One node restarts empty, granting nothing for one ttl.
+    AfterDelay,
+}
+
+/// The model's bounds and the deployment's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The independent masters.
+    pub nodes: u8,
+    /// Clients taking the one lock.
+    pub clients: u8,
+    /// Acquires each client may make.
+    pub acquires: u8,
+    /// The lease, in ticks.
+    pub ttl: u8,
+    /// What a client takes off the ttl for its clock's drift.
+    pub margin: u8,
+    /// How many ticks slow a client's clock may run over one lease.
+    pub drift: u8,
+    /// The clock stops here.
+    pub max_time: u8,
+    /// How nodes restart.
+    pub restart: Restart,
+    /// A mechanism turned off.
+    pub broken: Option<Broken>,
+}
+
+impl Default for Config {
+    /// Three nodes, two clients, two acquires each, a ttl of 3 ticks, a
+    /// margin of 1 for a drift of 1, 5 ticks, no restart.
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            clients: 2,
+            acquires: 2,
+            ttl: 3,
+            margin: 1,
+            drift: 1,
+            max_time: 5,
+            restart: Restart::Never,
+            broken: None,
+        }
+    }
+}
+
+/// A client's hold, as it believes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hold {
+    token: Token,
+    fence: u64,
+    /// It believes it holds the lock before this tick.
+    until: u8,
+}
+
+/// What a client is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Holds nothing.
+    Idle,
+    /// Asking the nodes.
+    Asking {
+        /// The owner token.
+        token: Token,
+        /// The tick the acquire started: the lease counts from it.
+        started: u8,
+        /// The nodes asked (a bit each).
+        asked: u8,
+        /// The nodes that granted (a bit each).
+        granted: u8,
+        /// The largest token they issued.
+        fence: u64,
+        /// The largest token of the holds that had ended when this
+        /// acquire started (ghost).
+        after: u64,
+    },
+    /// Holds the lock, as far as it knows.
+    Holding(Hold),
+}
+
+/// The whole system.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    now: u8,
+    nodes: Vec<Node>,
+    clients: Vec<(Phase, u8)>,
+    /// The largest token of the holds released so far (ghost).
+    released: u64,
+    /// Holds taken so far, up to 2 (ghost).
+    holds: u8,
+    restarted: bool,
+    /// A hold got a token not larger than one of a hold that ended
+    /// before its acquire started (ghost).
+    token_reused: bool,
+}
+
+/// A step of the system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The clock moves one tick.
+    Tick,
+    /// A client starts an acquire.
+    Start(u8),
+    /// A client's acquire reaches a node.
+    Ask {
+        /// The client.
+        client: u8,
+        /// The node.
+        node: u8,
+    },
+    /// Every node answered: the client holds the lock (its clock running
+    /// `lag` ticks slow over the lease) or gives back.
+    Decide {
+        /// The client.
+        client: u8,
+        /// How slow its clock runs over this lease.
+        lag: u8,
+    },
+    /// A client releases on every node that is up.
+    Release(u8),
+    /// A node restarts empty.
+    Restart(u8),
+}
+
+/// The model: a [`Config`].
+#[derive(Debug, Clone)]
+pub struct RedlockModel(pub Config);
+
+impl RedlockModel {
+    fn all(&self) -> u8 {
+        u8::try_from((1u16 << self.0.nodes) - 1).unwrap_or(u8::MAX)
+    }
+
+    /// The release of `token` on every node that is up, raising the
+    /// counters to `fence` (0: nothing to raise).
+    fn release(&self, s: &mut State, token: Token, fence: u64) {
+        let now = s.now;
+        for node in s.nodes.iter_mut().filter(|n| n.down_until <= now) {
+            if node.lock.map(|(t, _)| t) == Some(token) {
+                node.lock = None;
+            }
+            if self.0.broken != Some(Broken::NoRaise) {
+                node.counter = node.counter.max(fence);
+            }
+        }
+    }
+}
+
+impl Model for RedlockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            now: 1,
+            nodes: vec![Node::empty(); usize::from(self.0.nodes)],
+            clients: vec![(Phase::Idle, 0); usize::from(self.0.clients)],
+            released: 0,
+            holds: 0,
+            restarted: false,
+            token_reused: false,
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        let c = &self.0;
+        if state.now < c.max_time {
+            actions.push(Action::Tick);
+        }
+        for (i, &(phase, acquires)) in state.clients.iter().enumerate() {
+            let client = u8::try_from(i).unwrap_or(u8::MAX);
+            match phase {
+                Phase::Idle if acquires < c.acquires => actions.push(Action::Start(client)),
+                Phase::Idle => {}
+                Phase::Asking { asked, .. } if asked == self.all() => {
+                    for lag in 0..=c.drift {
+                        actions.push(Action::Decide { client, lag });
+                    }
+                }
+                Phase::Asking { asked, .. } if client == 0 => {
+                    // The next node, in order (see the module docs).
+                    let node = u8::try_from(asked.count_ones()).unwrap_or(u8::MAX);
+                    actions.push(Action::Ask { client, node });
+                }
+                Phase::Asking { asked, .. } => {
+                    for node in (0..c.nodes).filter(|n| asked & (1u8 << n) == 0) {
+                        actions.push(Action::Ask { client, node });
+                    }
+                }
+                Phase::Holding(_) => actions.push(Action::Release(client)),
+            }
+        }
+        if c.restart != Restart::Never && !state.restarted && state.now < c.max_time {
+            for node in 0..c.nodes {
+                actions.push(Action::Restart(node));
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        let now = s.now;
+        let c = &self.0;
+        match action {
+            Action::Tick => s.now += 1,
+            Action::Start(client) => {
+                let (_, attempt) = s.clients[usize::from(client)];
+                // The holds over by now: released, or presumed over.
+                let over = s.clients.iter().filter_map(|(p, _)| match p {
+                    Phase::Holding(h) if h.until <= now => Some(h.fence),
+                    _ => None,
+                });
+                let after = over.fold(s.released, u64::max);
+                s.clients[usize::from(client)] = (
+                    Phase::Asking {
+                        token: Token { client, attempt },
+                        started: now,
+                        asked: 0,
+                        granted: 0,
+                        fence: 0,
+                        after,
+                    },
+                    attempt + 1,
+                );
+            }
+            Action::Ask { client, node } => {
+                let Phase::Asking {
+                    token,
+                    started,
+                    asked,
+                    mut granted,
+                    mut fence,
+                    after,
+                } = s.clients[usize::from(client)].0
+                else {
+                    return None;
+                };
+                let n = &mut s.nodes[usize::from(node)];
+                if n.down_until <= now && n.holder(now).is_none() {
+                    n.lock = Some((token, now + c.ttl));
+                    fence = fence.max(n.next_fence(now, true));
+                    granted |= 1 << node;
+                }
+                s.clients[usize::from(client)].0 = Phase::Asking {
+                    token,
+                    started,
+                    asked: asked | (1 << node),
+                    granted,
+                    fence,
+                    after,
+                };
+            }
+            Action::Decide { client, lag } => {
+                let Phase::Asking {
+                    token,
+                    started,
+                    granted,
+                    fence,
+                    after,
+                    ..
+                } = s.clients[usize::from(client)].0
+                else {
+                    return None;
+                };
+                let valid_until = (started + c.ttl).saturating_sub(c.margin);
+                if granted.count_ones() > u32::from(c.nodes) / 2 && now < valid_until {
+                    s.token_reused |= fence <= after;
+                    s.holds = (s.holds + 1).min(2);
+                    s.clients[usize::from(client)].0 = Phase::Holding(Hold {
+                        token,
+                        fence,
+                        until: crate::presumed_until(started, c.ttl, c.margin, lag),
+                    });
+                } else {
+                    self.release(&mut s, token, 0);
+                    s.clients[usize::from(client)].0 = Phase::Idle;
+                }
+            }
+            Action::Release(client) => {
+                let Phase::Holding(hold) = s.clients[usize::from(client)].0 else {
+                    return None;
+                };
+                self.release(&mut s, hold.token, hold.fence);
+                s.released = s.released.max(hold.fence);
+                s.clients[usize::from(client)].0 = Phase::Idle;
+            }
+            Action::Restart(node) => {
+                s.restarted = true;
+                s.now += 1;
+                let n = &mut s.nodes[usize::from(node)];
+                n.lock = None;
+                n.counter = 0;
+                if c.restart == Restart::AfterDelay {
+                    n.down_until = s.now + c.ttl;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(MUTUAL_EXCLUSION, |_, s: &State| {
+                s.clients
+                    .iter()
+                    .filter(|(p, _)| match p {
+                        Phase::Holding(h) => s.now < h.until,
+                        Phase::Idle | Phase::Asking { .. } => false,
+                    })
+                    .count()
+                    <= 1
+            }),
+            Property::always(TOKENS_INCREASE, |_, s: &State| !s.token_reused),
+            Property::sometimes(TWO_HOLDS, |_, s: &State| s.holds >= 2),
+        ]
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} nodes, {} clients x {} acquires, ttl {}, margin {}, drift {}, {} ticks, \
+             restart {:?}, broken {:?}",
+            self.nodes,
+            self.clients,
+            self.acquires,
+            self.ttl,
+            self.margin,
+            self.drift,
+            self.max_time,
+            self.restart,
+            self.broken
+        )
+    }
+}
