@@ -2,10 +2,13 @@
 
 use std::time::Duration;
 
+use redlock_tests::Server;
+
 pub(crate) const USAGE: &str = "\
 usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GROUPS]
          [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
-         [--latch-rounds N] [--uncontended-impls IMPLS]
+         [--latch-rounds N] [--uncontended-impls IMPLS] [--coalesce on|off]
+         [--server redis|valkey]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
   --only GROUPS         comma-separated subset of:
@@ -23,13 +26,18 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
                         a ratio without its raw or rslock cell is null)
   --coalesce on|off     whether our clients coalesce the calls of fenced locks (default on,
                         the client's default; off measures what coalescing brings)
+  --server redis|valkey the server program every group starts (default redis: redis-server
+                        on PATH or REDLOCK_REDIS_SERVER; valkey: VALKEY_SERVER or
+                        valkey-server on PATH, `bash scripts/install-valkey.sh` prints one)
 
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
 LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
-LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS, LOCKBENCH_COALESCE (flags win),
+LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS, LOCKBENCH_COALESCE, LOCKBENCH_SERVER
+(flags win),
 and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 1, the
 client's own default without replicas).
-Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one.
+Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one (with --server valkey,
+valkey-server on PATH, or VALKEY_SERVER set to one).
 
 `cargo bench` passes --bench; without it (`cargo test --benches`) the
 defaults are those of a test-sized run: 0.1 s per cell, 100 renewal locks
@@ -48,6 +56,8 @@ pub(crate) struct Config {
     pub(crate) uncontended_impls: Vec<&'static str>,
     /// Our clients coalesce the calls of fenced locks (their default).
     pub(crate) coalesce: bool,
+    /// The server program every group starts.
+    pub(crate) server: Server,
     pub(crate) run_uncontended: bool,
     /// The acquire group: candidate acquire and release commands on a
     /// plain connection, no lock client.
@@ -72,6 +82,7 @@ impl Default for Config {
             pool_size: 1,
             uncontended_impls: crate::uncontended::UNCONTENDED_IMPLS.to_vec(),
             coalesce: true,
+            server: Server::Redis,
             run_uncontended: true,
             run_acquire: true,
             run_contended: true,
@@ -123,6 +134,7 @@ impl Config {
             ("LOCKBENCH_LATCH_ROUNDS", "--latch-rounds"),
             ("LOCKBENCH_UNCONTENDED_IMPLS", "--uncontended-impls"),
             ("LOCKBENCH_COALESCE", "--coalesce"),
+            ("LOCKBENCH_SERVER", "--server"),
         ] {
             if let Some(value) = env(name) {
                 cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
@@ -189,6 +201,13 @@ impl Config {
                     "on" | "1" | "true" => true,
                     "off" | "0" | "false" => false,
                     other => return Err(format!("{flag}: `{other}` is not on or off")),
+                }
+            }
+            "--server" => {
+                self.server = match value {
+                    "redis" => Server::Redis,
+                    "valkey" => Server::Valkey,
+                    other => return Err(format!("{flag}: `{other}` is not redis or valkey")),
                 }
             }
             "--uncontended-impls" => {

@@ -161,6 +161,9 @@ struct Meta<'a> {
     latch_rounds: usize,
     /// Whether our clients coalesced the calls of fenced locks.
     coalesce: bool,
+    /// The server program: `redis` or `valkey` (`redis_version` is then
+    /// Valkey's own version).
+    server: &'static str,
 }
 
 #[derive(Serialize)]
@@ -332,6 +335,7 @@ pub(crate) fn meta(redis_version: &str, cfg: &Config) {
         renewal_locks: cfg.renewal_locks,
         latch_rounds: cfg.latch_rounds,
         coalesce: cfg.coalesce,
+        server: cfg.server.name(),
     }));
 }
 

@@ -54,7 +54,7 @@
 //!   counter per server (`lua_fence_node_counter`), `SET NX PX` then a token script
 //!   (`set_nx_lazy_token`), `MULTI`/`SET NX PX`/`INCR`/`EXEC`
 //!   (`multi_incr`), and three releases (`release_publish_always`,
-//!   `release_numsub`, `release_on_mark`), each with its ratio to `set_nx`;
+//!   `release_numsub`, `release_on_mark`, `release_on_waiters_key`), each with its ratio to `set_nx`;
 //! - **contended** (5 s per implementation, [`contended`]): 8 workers, each
 //!   with a client of its own (like 8 nodes), loop on one key: want the lock,
 //!   acquire (waiting allowed), hold it 1 ms (a thread sleep: tokio's 1 ms
@@ -148,12 +148,13 @@ async fn main() {
         }
     };
     let started = Instant::now();
-    let server = RedisServer::start().await;
+    let server = RedisServer::start_on(cfg.server, &[]).await;
     let url = server.url();
     let mut admin = support::connect(&url).await;
     let redis_version = support::redis_version(&mut admin).await;
+    let program = cfg.server.name();
     eprintln!(
-        "lockbench: redis-server {redis_version} on {url}; our pool size {}",
+        "lockbench: {program}-server {redis_version} on {url}; our pool size {}",
         cfg.pool_size
     );
 
@@ -199,7 +200,7 @@ async fn main() {
 
     // Tables.
     println!(
-        "lockbench: redis-server {redis_version} (own, loopback), {} cores, our pool size {}, rslock {RSLOCK_VERSION}",
+        "lockbench: {program}-server {redis_version} (own, loopback), {} cores, our pool size {}, rslock {RSLOCK_VERSION}",
         support::cores(),
         cfg.pool_size
     );

@@ -60,15 +60,19 @@ async fn info(conn: &mut MultiplexedConnection, section: &str) -> String {
         .expect("INFO")
 }
 
-/// `redis_version` from `INFO server`; `?` when it is missing.
+/// The server's version from `INFO server`: `valkey_version` where there
+/// is one (Valkey's `redis_version` says 7.2.4 whatever it is), else
+/// `redis_version`; `?` when both are missing.
 pub(crate) async fn redis_version(conn: &mut MultiplexedConnection) -> String {
-    info(conn, "server")
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("?")
-        .trim()
-        .to_owned()
+    let text = info(conn, "server").await;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_owned())
+    };
+    field("valkey_version:")
+        .or_else(|| field("redis_version:"))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 /// `used_memory` (bytes) and `used_memory_human` from `INFO memory`; 0 and
