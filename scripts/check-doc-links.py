@@ -67,7 +67,11 @@ def main():
                     checked += 1
                     path = os.path.normpath(os.path.join(folder, target))
                     if not os.path.exists(path):
-                        problems.append(f"{page}: broken link {href}")
+                        hint = ""
+                        if "::" in href:
+                            hint = (" (rustdoc wrote the link's raw text: the linked crate's docs "
+                                    "were not in the doc folder when this crate was documented)")
+                        problems.append(f"{page}: broken link {href}{hint}")
     for problem in problems:
         print(problem)
     if problems:
