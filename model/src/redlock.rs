@@ -1,5 +1,5 @@
 //! Redlock: one lock over independent masters, held while a majority of
-//! them hold it (`backend/quorum.rs`).
+//! them hold it (`store/quorum/`, `backend/quorum.rs`).
 //!
 //! # What is modelled
 //! - **Time** is one global clock in ticks, every node's clock too; a

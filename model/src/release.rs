@@ -2,7 +2,7 @@
 //!
 //! A holder's release is a compare-and-delete (`lock/release.lua`). Its
 //! request or its answer can be lost (a connection found dead); the
-//! runtime then sends it again (`backend/resend.rs`). A re-send that runs
+//! runtime then sends it again (`store/server/resend.rs`). A re-send that runs
 //! after the first send deleted the lock finds it gone and answers "not
 //! the owner", which before the fix of issue "last reply" was reported as
 //! a lost lock: a clean release reported as a loss. The runtime now takes

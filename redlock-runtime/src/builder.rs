@@ -9,13 +9,13 @@ use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::open::{self, Connect};
-use crate::backend::redis::Replicas;
 use crate::backend::{Backend, OpError};
 use crate::backoff::RetryPolicy;
 use crate::client::LockClient;
 use crate::core::{Core, Settings};
 use crate::error::{ConfigError, LockError};
+use crate::store::open::{self, Connect};
+use crate::store::server::Replicas;
 use crate::target::Target;
 use crate::tls::TlsCertificates;
 

@@ -6,11 +6,11 @@ use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
 use crate::backend::Backend;
-use crate::backend::open;
 use crate::builder::{LockClientBuilder, memory};
 use crate::client::LockClient;
 use crate::core::{Core, Settings};
 use crate::error::LockError;
+use crate::store::open;
 use crate::wakeups::Wakeups;
 
 impl LockClient {

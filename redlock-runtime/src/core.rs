@@ -41,7 +41,7 @@ pub(crate) struct Settings {
     /// Issue fencing tokens with each acquire (else on first ask).
     pub(crate) fenced: bool,
     /// Coalesce the concurrent calls of locks with fencing tokens (see
-    /// `backend/redis/coalesce.rs`).
+    /// `store/server/coalesce.rs`).
     pub(crate) coalesce: bool,
 }
 

@@ -4,7 +4,7 @@
 //! an answer, or too few replicas acknowledged the write.
 //!
 //! The give-back is a release with the acquire's token, sent on the same
-//! connection as its acquire commands (see `backend::conn`), so it lands
+//! connection as its acquire commands (see `store::server::conn`), so it lands
 //! after any of them that is still on its way. It is retried until it is
 //! answered or until the acquire's lease would have ended anyway; a paused
 //! or slow Redis delays it, and nothing else can.

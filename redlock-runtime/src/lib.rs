@@ -149,6 +149,7 @@ mod scope;
 mod scripts;
 mod semaphore;
 mod shutdown;
+mod store;
 mod target;
 mod telemetry;
 mod tls;

@@ -18,9 +18,10 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal, resend};
+use crate::backend::{Backend, End, Ended, IssueFence, Keys, OpError, Renewal};
 use crate::error::{LockError, LostReason, Operation};
 use crate::loss;
+use crate::store::server::resend;
 use crate::telemetry::{self, Labels};
 
 /// What is known of a held lock's loss.

@@ -1,4 +1,4 @@
-//! Coalesced calls (`backend/redis/coalesce.rs`) on real Redis processes:
+//! Coalesced calls (`store/server/coalesce.rs`) on real Redis processes:
 //! the concurrent acquires and releases of fenced locks that one client
 //! sends on one connection go out as batches, and nothing about a lock
 //! changes for it.

@@ -11,9 +11,9 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 
-use super::cluster::{ClusterBackend, Follow, follow};
-use super::slots::{Addr, slot};
 use super::{OpError, Renewal};
+use crate::store::cluster::slots::{Addr, slot};
+use crate::store::cluster::{ClusterBackend, Follow, follow};
 
 impl ClusterBackend {
     /// The watchdog's batch: one pipeline per master (each command on one
@@ -131,7 +131,7 @@ impl ClusterBackend {
         renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        self.route(renewal.keys, limit, |node, left| async move {
+        self.route(&renewal.keys.routed(), limit, |node, left| async move {
             node.backend
                 .extend_many(std::slice::from_ref(renewal), left)
                 .await?

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use super::call::ScriptCall;
-use super::redis::{On, RedisBackend, acquire_reply, took};
+use super::redis::{acquire_reply, took};
 use super::{AcquireReply, Keys, OpError};
 use crate::scripts;
+use crate::store::server::call::ScriptCall;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 impl RedisBackend {

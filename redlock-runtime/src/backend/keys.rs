@@ -122,6 +122,12 @@ impl Keys {
         }
     }
 
+    /// The keys a store routes a call of these keys by (a Cluster checks
+    /// that they share one slot).
+    pub(crate) fn routed(&self) -> [&str; 2] {
+        [&self.lock, &self.fence]
+    }
+
     /// The hash tag the keys share (what Redis Cluster hashes).
     pub(crate) fn tag(&self) -> &str {
         let lock = self.lock.as_str();

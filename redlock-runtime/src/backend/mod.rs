@@ -1,6 +1,7 @@
-//! Where locks live: one Redis server (through a bb8 pool, with `WAIT` for
-//! replicas), a Redlock quorum of servers, a Redis Cluster, a primary
-//! found through Sentinel, or process memory.
+//! What the calls do on each store: the verbs of locks, records and
+//! synchronizers (their scripts, replies and in-memory twins), over the
+//! stores of [`store`](crate::store) (where a call runs: one Redis, a
+//! Cluster, Sentinel's primary, a Redlock quorum) or process memory.
 //!
 //! A sealed boundary: the rest of the crate sends request structs
 //! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`], ...) through
@@ -13,81 +14,26 @@ use std::fmt;
 use std::time::Duration;
 
 pub(crate) use keys::{Keys, Kind};
-pub(crate) use op_error::OpError;
 pub use requests::*;
 
-/// The verbs of a store that sends each call to one Redis it picks (a
-/// cluster's slot master, Sentinel's primary) through its own
-/// `route(keys, limit, call)`, which follows that store's redirections and
-/// failovers within `limit`. Expands inside its `impl`; the list of verbs
-/// is written once, here, for every such store.
-macro_rules! routed_verbs {
-    () => {
-        routed_verbs! {
-            @each
-            acquire(request: $crate::backend::Acquire<'_>) -> $crate::backend::AcquireReply;
-            extend(renewal: $crate::backend::Renewal<'_>) -> bool;
-            end(end: $crate::backend::End<'_>) -> $crate::backend::Ended;
-            give_back(give_back: $crate::backend::GiveBack<'_>) -> bool;
-            claim(claim: $crate::backend::Claim<'_>) -> $crate::backend::Claimed<u64>;
-            complete(complete: $crate::backend::Complete<'_>) -> bool;
-            downgrade(downgrade: $crate::backend::Downgrade<'_>) -> bool;
-            available(available: $crate::backend::Available<'_>) -> u32;
-            latch(call: $crate::backend::LatchCall<'_>) -> $crate::backend::LatchReply;
-            acquire_group(group: $crate::backend::GroupAcquire<'_>) -> $crate::backend::GroupReply;
-            inspect(inspect: $crate::backend::Inspect<'_>) -> $crate::backend::Inspection;
-            issue_fence(issue: $crate::backend::IssueFence<'_>) -> Option<u64>;
-            force_release(force: $crate::backend::ForceRelease<'_>) -> $crate::backend::ForceReply;
-        }
-    };
-    (@each $($verb:ident($request:ident: $ty:ty) -> $out:ty;)*) => {
-        $(
-            pub(crate) async fn $verb(
-                self: &std::sync::Arc<Self>,
-                $request: &$ty,
-                limit: std::time::Duration,
-            ) -> Result<$out, OpError> {
-                self.route($request.keys, limit, |server, left| async move {
-                    server.backend.$verb($request, left).await
-                })
-                .await
-            }
-        )*
+pub(crate) use crate::store::NodePing;
+pub use crate::store::NodeRole;
+pub(crate) use crate::store::OpError;
+use crate::store::cluster::{self, ClusterBackend};
+use crate::store::quorum::QuorumBackend;
+use crate::store::sentinel::{self, SentinelBackend};
+use crate::store::server::RedisBackend;
 
-        /// The clock of the server that serves an arbitrary key.
-        pub(crate) async fn time(
-            self: &std::sync::Arc<Self>,
-            limit: std::time::Duration,
-        ) -> Result<u64, OpError> {
-            let keys = Keys::new("", "clock".to_owned());
-            self.route(&keys, limit, |server, left| async move {
-                server.backend.time(left).await
-            })
-            .await
-        }
-    };
-}
-
-mod call;
-pub(crate) mod cluster;
 mod cluster_renew;
-pub(crate) mod conn;
 mod fair;
 mod keys;
 pub(crate) mod memory;
 pub(crate) mod memory_records;
-mod op_error;
-pub(crate) mod open;
-mod probe;
-pub(crate) mod quorum;
+mod quorum;
 mod records;
-pub(crate) mod redis;
+mod redis;
 mod requests;
-pub(crate) mod resend;
-pub(crate) mod sentinel;
-mod slots;
-mod traced;
-mod votes;
+mod routed;
 
 /// Where a client keeps its locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,11 +75,11 @@ impl fmt::Display for Mode {
 /// below is one dispatch line over the three stores.
 #[derive(Debug)]
 pub(crate) enum Backend {
-    Redis(redis::RedisBackend),
+    Redis(RedisBackend),
     Memory(memory::MemoryBackend),
-    Quorum(quorum::QuorumBackend),
-    Cluster(std::sync::Arc<cluster::ClusterBackend>),
-    Sentinel(std::sync::Arc<sentinel::SentinelBackend>),
+    Quorum(QuorumBackend),
+    Cluster(std::sync::Arc<ClusterBackend>),
+    Sentinel(std::sync::Arc<SentinelBackend>),
 }
 
 /// Runs one verb on whichever store this is: the Redis ones are async and
@@ -205,7 +151,7 @@ impl Backend {
     /// presumed held: the ttl, less Redlock's clock-drift allowance.
     pub(crate) fn validity(&self, ttl: Duration) -> Duration {
         match self {
-            Self::Quorum(_) => ttl.saturating_sub(quorum::drift(ttl)),
+            Self::Quorum(_) => ttl.saturating_sub(crate::store::quorum::drift(ttl)),
             Self::Redis(_) | Self::Memory(_) | Self::Cluster(_) | Self::Sentinel(_) => ttl,
         }
     }
@@ -503,15 +449,15 @@ impl Backend {
 /// One Redis server of a store: borrowed, or a cluster node (which the
 /// cluster may drop from its map meanwhile).
 enum Server<'a> {
-    Borrowed(&'a redis::RedisBackend),
+    Borrowed(&'a RedisBackend),
     Node(std::sync::Arc<cluster::Node>),
     Primary(std::sync::Arc<sentinel::Primary>),
 }
 
 impl std::ops::Deref for Server<'_> {
-    type Target = redis::RedisBackend;
+    type Target = RedisBackend;
 
-    fn deref(&self) -> &redis::RedisBackend {
+    fn deref(&self) -> &RedisBackend {
         match self {
             Self::Borrowed(b) => b,
             Self::Node(n) => &n.backend,

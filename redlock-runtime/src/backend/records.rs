@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::quorum::QuorumBackend;
-use super::redis::{On, RedisBackend};
 use super::{Claim, Claimed, Complete, Completion, Keys, OpError};
 use crate::scripts;
+use crate::store::quorum::QuorumBackend;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 impl RedisBackend {

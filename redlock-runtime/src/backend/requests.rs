@@ -317,36 +317,3 @@ pub(crate) struct GiveBack<'a> {
     pub(crate) token: &'a str,
     pub(crate) fair: bool,
 }
-
-/// What a node of the topology is, as it answered
-/// [`LockClient::ping`](crate::LockClient::ping) (`ROLE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeRole {
-    /// A primary (one Redis, a Redlock node, a Cluster master, Sentinel's
-    /// primary), with how many replicas are connected to it.
-    Primary {
-        /// The replicas connected to it now.
-        replicas: usize,
-    },
-    /// A replica: a client that writes locks to it has the wrong node (a
-    /// failover it has not followed yet, or a misconfigured URL).
-    Replica,
-    /// This process's memory ([`LockClient::in_memory`](crate::LockClient::in_memory)).
-    Memory,
-}
-
-impl std::fmt::Display for NodeRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Primary { replicas: 1 } => f.write_str("primary with 1 replica"),
-            Self::Primary { replicas } => write!(f, "primary with {replicas} replicas"),
-            Self::Replica => f.write_str("replica"),
-            Self::Memory => f.write_str("in memory"),
-        }
-    }
-}
-
-/// One node's answer to a ping: its name (URL without password), and its
-/// role and latency, or why it did not answer.
-pub(crate) type NodePing = (String, Result<(NodeRole, Duration), super::OpError>);

@@ -1,5 +1,5 @@
 //! The batch of coalesced lock calls: several acquires and releases, of
-//! as many locks, in one script call (see `backend/redis/coalesce.rs`).
+//! as many locks, in one script call (see `store/server/coalesce.rs`).
 
 use super::{ACQUIRE_LOCK, FENCE, Lua, Part, RELEASE_LOCK, WAITING};
 

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::super::call::ScriptCall;
 use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease, OpError};
 use super::RedisBackend;
 use crate::scripts;
+use crate::store::server::call::ScriptCall;
 use crate::util::millis_ceil;
 
 /// The reply of [`scripts::FORCE_RELEASE`].

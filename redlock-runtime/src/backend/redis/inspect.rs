@@ -2,10 +2,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::super::call::ScriptCall;
-use super::super::{Inspect, Inspection, Lease, NodeRole, OpError};
+use super::super::{Inspect, Inspection, Lease, OpError};
 use super::{On, RedisBackend};
 use crate::scripts;
+use crate::store::server::call::ScriptCall;
 
 /// The reply of [`scripts::INSPECT`].
 type Reply = (
@@ -58,46 +58,6 @@ impl RedisBackend {
             })
             .await?;
         Ok(inspection(reply))
-    }
-
-    /// The server's role (`ROLE`) and the round trip's time.
-    pub(crate) async fn ping(&self, limit: Duration) -> Result<(NodeRole, Duration), OpError> {
-        let sent = tokio::time::Instant::now();
-        let reply: redis::Value = self
-            .run(On::Plain, None, limit, |mut link| async move {
-                redis::cmd("ROLE").query_async(&mut link.conn).await
-            })
-            .await?;
-        let latency = sent.elapsed();
-        let redis::Value::Array(fields) = reply else {
-            return Err(OpError::Reply(format!("ROLE answered {reply:?}")));
-        };
-        let text = |v: Option<&redis::Value>| match v {
-            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-            Some(redis::Value::SimpleString(s)) => s.clone(),
-            _ => String::new(),
-        };
-        let role = match text(fields.first()).as_str() {
-            "master" => NodeRole::Primary {
-                replicas: match fields.get(2) {
-                    Some(redis::Value::Array(replicas)) => replicas.len(),
-                    _ => 0,
-                },
-            },
-            "slave" | "replica" => NodeRole::Replica,
-            other => return Err(OpError::Reply(format!("ROLE answered the role `{other}`"))),
-        };
-        Ok((role, latency))
-    }
-
-    /// The server's clock (`TIME`), ms since 1970.
-    pub(crate) async fn time(&self, limit: Duration) -> Result<u64, OpError> {
-        let (s, us): (u64, u64) = self
-            .run(On::Plain, None, limit, |mut link| async move {
-                redis::cmd("TIME").query_async(&mut link.conn).await
-            })
-            .await?;
-        Ok(s * 1000 + us / 1000)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The lock's one-step calls, which concurrent callers share (see
-//! [`coalesce`](super::coalesce)): the acquire, as a plain `SET key token
+//! [`coalesce`](crate::store::server::coalesce)): the acquire, as a plain `SET key token
 //! NX PX ttl` (the command rslock and the raw baseline send, with the
 //! fencing token issued later, on first ask: see [`scripts::ISSUE_FENCE`])
 //! or as the acquire script when the token is wanted now; and the
@@ -10,64 +10,18 @@
 //! goes through the script instead, which finds its own token and keeps
 //! the lock (a plain `SET NX` would see the lock as another owner's).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::Value;
 
 use super::super::{AcquireReply, IssueFence, Keys, OpError};
-use super::coalesce::{Call, Coalescer};
 use super::{On, RedisBackend, acquire_reply};
 use crate::scripts;
+use crate::store::server::coalesce::Call;
 use crate::util::millis_ceil;
 
 impl RedisBackend {
-    #[cfg(feature = "test-util")]
-    /// Batches of coalesced calls sent, and the calls in them.
-    pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
-        self.coalescers
-            .iter()
-            .map(|c| c.sent())
-            .fold((0, 0), |(b, c), (b2, c2)| (b + b2, c + c2))
-    }
-
-    /// The coalescer of `owner`'s connection slot on lane `on`, if calls
-    /// there are coalesced.
-    fn coalescer(&self, on: On, owner: &str) -> Option<&Arc<Coalescer>> {
-        if on == On::Waiting && self.waiting.is_some() {
-            return None;
-        }
-        self.coalescers.get(self.plain.slot_of(Some(owner)))
-    }
-
-    /// One call on `owner`'s connection of lane `on`; with `coalesce`,
-    /// coalesced with others where that is on (see [`coalesce`]); its
-    /// answer as its own script gives it.
-    ///
-    /// [`coalesce`]: super::coalesce
-    async fn one_step<'a>(
-        &self,
-        on: On,
-        owner: &str,
-        limit: Duration,
-        coalesce: bool,
-        call: impl Fn() -> Call<&'a str>,
-    ) -> Result<Value, OpError> {
-        let coalescer = self.coalescer(on, owner).filter(|_| coalesce);
-        let (retention, publish) = (self.fence_retention_ms, self.publish);
-        self.run(on, Some(owner), limit, |link| {
-            let call = call();
-            async move {
-                match coalescer {
-                    Some(c) => c.call(link, limit, call).await,
-                    None => Coalescer::alone(link, call, retention, publish).await,
-                }
-            }
-        })
-        .await
-    }
-
     /// Completes once no acquire of `token` on lane `on` is queued or in a
     /// batch without an answer (within `limit`): a release sent after it
     /// lands after them.
@@ -173,11 +127,13 @@ impl RedisBackend {
                 limit,
                 |fence| *fence > 0,
                 |_| {
-                    super::super::call::ScriptCall::new(scripts::ISSUE_FENCE.on(self.publish))
-                        .key(&keys.lock)
-                        .key(&keys.fence)
-                        .arg(token)
-                        .arg(retention)
+                    crate::store::server::call::ScriptCall::new(
+                        scripts::ISSUE_FENCE.on(self.publish),
+                    )
+                    .key(&keys.lock)
+                    .key(&keys.fence)
+                    .arg(token)
+                    .arg(retention)
                 },
             )
             .await?;

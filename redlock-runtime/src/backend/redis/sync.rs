@@ -10,13 +10,13 @@
 
 use std::time::Duration;
 
-use super::super::call::ScriptCall;
 use super::super::{
     Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, Kind, LatchCall,
     LatchOp, LatchReply, OpError,
 };
 use super::{On, RedisBackend, acquire_reply, took};
 use crate::scripts;
+use crate::store::server::call::ScriptCall;
 use crate::util::millis_ceil;
 
 impl RedisBackend {

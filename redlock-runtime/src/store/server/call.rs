@@ -8,20 +8,19 @@ use std::time::Duration;
 
 use redis::{Cmd, Script, ScriptInvocation, ToRedisArgs};
 
-use super::OpError;
 use super::conn::Link;
-use super::redis::{On, RedisBackend, Replicas};
+use super::{On, OpError, RedisBackend, Replicas};
 use crate::util::millis_ceil;
 
 /// A script with its keys and arguments, to send as `EVALSHA`.
-pub(super) struct ScriptCall<'a> {
-    pub(super) script: &'a Script,
+pub(crate) struct ScriptCall<'a> {
+    pub(crate) script: &'a Script,
     keys: Vec<&'a str>,
     args: Vec<Vec<u8>>,
 }
 
 impl<'a> ScriptCall<'a> {
-    pub(super) fn new(script: &'a Script) -> Self {
+    pub(crate) fn new(script: &'a Script) -> Self {
         Self {
             script,
             keys: Vec::new(),
@@ -29,19 +28,19 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
-    pub(super) fn key(mut self, key: &'a str) -> Self {
+    pub(crate) fn key(mut self, key: &'a str) -> Self {
         self.keys.push(key);
         self
     }
 
-    pub(super) fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+    pub(crate) fn arg(mut self, arg: impl ToRedisArgs) -> Self {
         self.args.extend(arg.to_redis_args());
         self
     }
 
     /// The call on its own (`EVALSHA`, loading the script when Redis does
     /// not have it).
-    pub(super) fn invocation(&self) -> ScriptInvocation<'a> {
+    pub(crate) fn invocation(&self) -> ScriptInvocation<'a> {
         let mut invocation = self.script.prepare_invoke();
         for key in &self.keys {
             invocation.key(*key);
@@ -53,7 +52,7 @@ impl<'a> ScriptCall<'a> {
     }
 
     /// `EVALSHA` of the call, for a pipeline.
-    pub(super) fn evalsha(&self) -> Cmd {
+    pub(crate) fn evalsha(&self) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.script.get_hash()).arg(self.keys.len());
         for key in &self.keys {
@@ -72,7 +71,7 @@ impl RedisBackend {
     /// counts that connection's writes), whose count matters when
     /// `wrote(&reply)`. Too few acknowledgements are [`OpError::Replicas`],
     /// an error whose outcome counts as unknown.
-    pub(super) async fn acknowledged_write<'a, T, F>(
+    pub(crate) async fn acknowledged_write<'a, T, F>(
         &self,
         token: &str,
         limit: Duration,

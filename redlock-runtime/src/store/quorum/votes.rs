@@ -7,7 +7,7 @@ use crate::error::{NodeFailure, QuorumDetail};
 
 /// What one node answered.
 #[derive(Debug)]
-pub(super) enum Answer<T> {
+pub(crate) enum Answer<T> {
     Yes(T),
     /// Held by another owner (acquire), or not held by us (extend, release).
     No(Option<Duration>),
@@ -17,14 +17,14 @@ pub(super) enum Answer<T> {
 /// How many nodes said yes, no, or failed (nodes not heard from count in
 /// none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Tally {
-    pub(super) yes: usize,
-    pub(super) no: usize,
-    pub(super) failed: usize,
+pub(crate) struct Tally {
+    pub(crate) yes: usize,
+    pub(crate) no: usize,
+    pub(crate) failed: usize,
 }
 
 impl Tally {
-    pub(super) fn of<T>(answers: &[Option<Answer<T>>]) -> Self {
+    pub(crate) fn of<T>(answers: &[Option<Answer<T>>]) -> Self {
         answers.iter().fold(
             Tally {
                 yes: 0,
@@ -49,13 +49,13 @@ impl Tally {
     /// Enough is known: a majority said yes, or so many said no that no
     /// majority can. Failures alone decide nothing: a node not heard from
     /// may still say no, and busy must not be told as an outage.
-    pub(super) fn settled(&self, nodes: usize, quorum: usize) -> bool {
+    pub(crate) fn settled(&self, nodes: usize, quorum: usize) -> bool {
         self.yes >= quorum || self.no > nodes - quorum
     }
 
     /// `Some(true)`: a majority confirmed; `Some(false)`: too many nodes
     /// said no for a majority to; `None`: neither (a failure).
-    pub(super) fn verdict(&self, nodes: usize, quorum: usize) -> Option<bool> {
+    pub(crate) fn verdict(&self, nodes: usize, quorum: usize) -> Option<bool> {
         if self.yes >= quorum {
             Some(true)
         } else if self.no > nodes - quorum {
@@ -68,7 +68,7 @@ impl Tally {
 
 /// The detail of a failed quorum operation, node by node (`names` in the
 /// nodes' order).
-pub(super) fn detail<'a, T>(
+pub(crate) fn detail<'a, T>(
     answers: &[Option<Answer<T>>],
     names: impl Iterator<Item = &'a str>,
     quorum: usize,

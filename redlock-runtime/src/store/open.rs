@@ -9,13 +9,13 @@ use bb8_redis::RedisConnectionManager;
 use redis::aio::ConnectionManager;
 
 use super::OpError;
+use super::cluster::slots::Addr;
 use super::cluster::{ClusterBackend, Seed};
-use super::conn::{Lane, LastError, Source};
 use super::probe::PlainTextProbe;
 use super::quorum::{Node, QuorumBackend};
-use super::redis::{RedisBackend, Replicas};
 use super::sentinel::{SentinelBackend, SentinelNode};
-use super::slots::Addr;
+use super::server::conn::{Lane, LastError, Source};
+use super::server::{RedisBackend, Replicas};
 use crate::error::{ConfigError, ConnectFailure};
 use crate::tls::TlsCertificates;
 use crate::util::{redact_url, scrub};
@@ -34,7 +34,7 @@ pub(crate) struct Connect {
     /// A refused connection fails commands at once (cluster nodes).
     pub(crate) fail_fast: bool,
     /// Concurrent calls of fenced locks go out as one script call (see
-    /// `redis/coalesce.rs`); never on a cluster or Redlock node.
+    /// `server/coalesce.rs`); never on a cluster or Redlock node.
     pub(crate) coalesce: bool,
 }
 

@@ -50,11 +50,13 @@ use futures_util::stream::FuturesUnordered;
 use redis::{ConnectionInfo, ErrorKind, ServerErrorKind};
 use tokio::time::Instant;
 
-use super::conn::ASKING;
 use super::open::{self, Connect};
-use super::redis::{On, RedisBackend};
-use super::slots::{Addr, SlotMap, slot};
-use super::{Keys, NodePing, OpError};
+use super::server::conn::ASKING;
+use super::server::{On, RedisBackend};
+use slots::{Addr, SlotMap, slot};
+
+pub(crate) mod slots;
+use super::{NodePing, OpError};
 use crate::error::ConnectFailure;
 
 /// How long to pause before sending again after `TRYAGAIN`.
@@ -79,7 +81,7 @@ pub(crate) struct Node {
     pub(crate) name: String,
     pub(crate) backend: RedisBackend,
     /// Watchdog renewal pipelines sent to this node.
-    pub(super) renewal_pipelines: AtomicU64,
+    pub(crate) renewal_pipelines: AtomicU64,
 }
 
 /// A node the user listed: where the first slot map comes from.
@@ -103,7 +105,7 @@ pub(crate) struct ClusterBackend {
 }
 
 /// What to do after an error from a node.
-pub(super) enum Follow {
+pub(crate) enum Follow {
     Moved(u16, Addr),
     Ask(Addr),
     TryAgain,
@@ -112,7 +114,7 @@ pub(super) enum Follow {
     Fail,
 }
 
-pub(super) fn follow(e: &OpError) -> Follow {
+pub(crate) fn follow(e: &OpError) -> Follow {
     let OpError::Redis(e) = e else {
         return match e {
             OpError::Connect { .. } | OpError::Pool { .. } | OpError::Timeout(_) => Follow::Remap,
@@ -174,7 +176,7 @@ impl ClusterBackend {
     }
 
     /// The node at `addr`, opened on first use.
-    pub(super) fn node(&self, addr: &Addr) -> Result<Arc<Node>, OpError> {
+    pub(crate) fn node(&self, addr: &Addr) -> Result<Arc<Node>, OpError> {
         let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(node) = nodes.get(addr) {
             return Ok(Arc::clone(node));
@@ -191,14 +193,14 @@ impl ClusterBackend {
         Ok(node)
     }
 
-    pub(super) fn current_map(&self) -> Option<Arc<SlotMap>> {
+    pub(crate) fn current_map(&self) -> Option<Arc<SlotMap>> {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    pub(super) fn set_map(&self, map: SlotMap) -> Arc<SlotMap> {
+    pub(crate) fn set_map(&self, map: SlotMap) -> Arc<SlotMap> {
         let map = Arc::new(map);
         *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&map));
         map
@@ -302,7 +304,7 @@ impl ClusterBackend {
 
     /// Reads the map again in the background (after a `MOVED`, which often
     /// means more slots moved).
-    pub(super) fn refresh_soon(self: &Arc<Self>) {
+    pub(crate) fn refresh_soon(self: &Arc<Self>) {
         if self.refreshing.try_lock().is_err() {
             return;
         }
@@ -318,9 +320,10 @@ impl ClusterBackend {
 
     /// Runs `call` on the master of `keys`' slot within `limit`, following
     /// the cluster's redirections (see the module docs).
-    pub(super) async fn route<T, F, Fut>(
+    /// [`OpError::CrossSlot`] when the keys do not share one slot.
+    pub(crate) async fn route<T, F, Fut>(
         self: &Arc<Self>,
-        keys: &Keys,
+        keys: &[&str],
         limit: Duration,
         call: F,
     ) -> Result<T, OpError>
@@ -328,8 +331,8 @@ impl ClusterBackend {
         F: Fn(Arc<Node>, Duration) -> Fut,
         Fut: Future<Output = Result<T, OpError>>,
     {
-        let slot = slot(keys.lock.as_bytes());
-        if slot != super::slots::slot(keys.fence.as_bytes()) {
+        let slot = keys.first().map_or(0, |key| slot(key.as_bytes()));
+        if keys.iter().any(|key| self::slot(key.as_bytes()) != slot) {
             return Err(OpError::CrossSlot);
         }
         let deadline = Instant::now() + limit;
@@ -364,7 +367,7 @@ impl ClusterBackend {
             if error.outcome_unknown() {
                 // Sent again below (or the call fails): it may have run.
                 unknown = true;
-                super::resend::note();
+                super::server::resend::note();
             }
             match follow(&error) {
                 Follow::Moved(moved, addr) => {
@@ -402,11 +405,9 @@ impl ClusterBackend {
     }
 
     /// Whether writes must reach replicas (`.replicas(..)`: `WAIT`).
-    pub(super) fn waits_for_replicas(&self) -> bool {
+    pub(crate) fn waits_for_replicas(&self) -> bool {
         self.connect.replicas.is_some()
     }
-
-    routed_verbs!();
 
     /// Reads the slot map: every listed node that answers must be in
     /// cluster mode, and at least one must answer.

@@ -30,12 +30,12 @@ use redis::{ErrorKind, ServerErrorKind};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::cluster::slots::Addr;
 use super::open::{self, Connect};
 use super::probe::PlainTextProbe;
-use super::redis::RedisBackend;
-use super::slots::Addr;
+use super::server::RedisBackend;
 use super::traced::Traced;
-use super::{Keys, NodePing, OpError, Renewal};
+use super::{NodePing, OpError};
 use crate::error::ConnectFailure;
 
 /// The longest one Sentinel may take to answer.
@@ -131,7 +131,7 @@ fn primary_gone(e: &OpError) -> bool {
 
 impl SentinelBackend {
     /// Whether writes must reach replicas (`.replicas(..)`: `WAIT`).
-    pub(super) fn waits_for_replicas(&self) -> bool {
+    pub(crate) fn waits_for_replicas(&self) -> bool {
         self.connect.replicas.is_some()
     }
 
@@ -303,9 +303,9 @@ impl SentinelBackend {
     /// Runs `call` on the primary within `limit`; when the primary seems
     /// gone or demoted, asks the Sentinels once and, if they name another,
     /// sends it there.
-    async fn route<T, F, Fut>(
+    pub(crate) async fn route<T, F, Fut>(
         self: &Arc<Self>,
-        _keys: &Keys,
+        _keys: &[&str],
         limit: Duration,
         call: F,
     ) -> Result<T, OpError>
@@ -328,7 +328,7 @@ impl SentinelBackend {
             Ok(next) if next.addr != primary.addr => {
                 tracing::debug!(target: "redlock", from = %primary.name, to = %next.name, "primary changed; sending again");
                 if error.outcome_unknown() {
-                    super::resend::note();
+                    super::server::resend::note();
                 }
                 let left = deadline
                     .saturating_duration_since(Instant::now())
@@ -350,23 +350,6 @@ impl SentinelBackend {
             return;
         };
         runtime.spawn(watch_switches(Arc::downgrade(self)));
-    }
-
-    routed_verbs!();
-
-    pub(crate) async fn extend_many(
-        self: &Arc<Self>,
-        items: &[Renewal<'_>],
-        limit: Duration,
-    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
-        // One Redis: the batch goes whole to the primary.
-        let Some(first) = items.first() else {
-            return Ok(Vec::new());
-        };
-        self.route(first.keys, limit, |p, left| async move {
-            p.backend.extend_many(items, left).await
-        })
-        .await
     }
 
     /// Finds the primary (the Sentinels know the name) and reaches it.

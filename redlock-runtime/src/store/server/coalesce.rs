@@ -87,8 +87,10 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::super::conn::{Conn, Link};
+use super::conn::{Conn, Link};
+use super::{On, RedisBackend};
 use crate::scripts::{self, Publish};
+use crate::store::OpError;
 
 mod call;
 pub(crate) use call::Call;
@@ -569,5 +571,52 @@ impl State {
                 self.acquiring.remove(token);
             }
         }
+    }
+}
+
+impl RedisBackend {
+    #[cfg(feature = "test-util")]
+    /// Batches of coalesced calls sent, and the calls in them.
+    pub(crate) fn coalesced_batches(&self) -> (u64, u64) {
+        self.coalescers
+            .iter()
+            .map(|c| c.sent())
+            .fold((0, 0), |(b, c), (b2, c2)| (b + b2, c + c2))
+    }
+
+    /// The coalescer of `owner`'s connection slot on lane `on`, if calls
+    /// there are coalesced.
+    pub(crate) fn coalescer(&self, on: On, owner: &str) -> Option<&Arc<Coalescer>> {
+        if on == On::Waiting && self.waiting.is_some() {
+            return None;
+        }
+        self.coalescers.get(self.plain.slot_of(Some(owner)))
+    }
+
+    /// One call on `owner`'s connection of lane `on`; with `coalesce`,
+    /// coalesced with others where that is on (see [`coalesce`]); its
+    /// answer as its own script gives it.
+    ///
+    /// [`coalesce`]: self
+    pub(crate) async fn one_step<'a>(
+        &self,
+        on: On,
+        owner: &str,
+        limit: Duration,
+        coalesce: bool,
+        call: impl Fn() -> Call<&'a str>,
+    ) -> Result<Value, OpError> {
+        let coalescer = self.coalescer(on, owner).filter(|_| coalesce);
+        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        self.run(on, Some(owner), limit, |link| {
+            let call = call();
+            async move {
+                match coalescer {
+                    Some(c) => c.call(link, limit, call).await,
+                    None => Coalescer::alone(link, call, retention, publish).await,
+                }
+            }
+        })
+        .await
     }
 }

@@ -39,9 +39,9 @@ use redis::RedisFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use tokio::sync::Notify;
 
-use super::OpError;
-use super::probe::PlainTextProbe;
-use super::traced;
+use super::super::OpError;
+use super::super::probe::PlainTextProbe;
+use super::super::traced;
 use crate::error::ConnectFailure;
 
 /// Remembers the pool's last connection error, classified, which bb8

@@ -4,7 +4,7 @@
 use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisError, RedisResult, Script, Value};
 
-use super::super::super::conn::Conn;
+use super::super::conn::Conn;
 use crate::scripts::{self, Publish};
 
 /// One call that can go out alone or in a batch; `S` is `&str` while the
