@@ -146,6 +146,8 @@ pub mod records;
 mod request;
 mod rwlock;
 mod scope;
+#[cfg(test)]
+mod script_checks;
 mod scripts;
 mod semaphore;
 mod shutdown;

@@ -1,15 +1,15 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
-//! Each script is one `.lua` file beside this module (`lock/`, `fair/`,
-//! `sync/`, `records/`, `inspect.lua`, `force_release.lua`), readable as
-//! one text: its header says what it takes (`KEYS`, `ARGV`), what it
+//! Each script is one `.lua` file beside the module that declares it
+//! (`lock/`, `fair/`, `sync/`, `inspect.lua`, `force_release.lua` here; a
+//! record's beside `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
 //! names the ones it calls as its [`Part`]s: [`Lua::text`] joins them
 //! before its body, the one place a script's text is assembled. Nothing
 //! rewrites a script's text.
 //!
-//! Cluster-safe by construction, which `tests::every_script_is_cluster_safe`
+//! Cluster-safe by construction, which `script_checks::every_script_is_cluster_safe`
 //! checks on every text: each key a script touches comes in `KEYS` (none is
 //! built inside Lua), every command name is a literal, and the keys of one
 //! call share the lock's `{hash tag}` (see `backend::Keys`), so one slot
@@ -22,7 +22,7 @@
 //! stays on the shard that owns the lock's slot, where plain `PUBLISH`
 //! would be sent to every node, `shared/spublish.lua`).
 
-use std::sync::OnceLock;
+use std::sync::{OnceLock, PoisonError, RwLock};
 
 use redis::Script;
 
@@ -31,14 +31,12 @@ mod fair;
 mod force;
 mod inspect;
 mod lock;
-mod records;
 mod sync;
 pub(crate) use batch::BATCH;
 pub(crate) use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 pub(crate) use force::FORCE_RELEASE;
 pub(crate) use inspect::INSPECT;
 pub(crate) use lock::{ACQUIRE, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
-pub(crate) use records::{RECORD_CLAIM, RECORD_COMPLETE, RECORD_RELEASE, RECORD_RENEW};
 pub(crate) use sync::*;
 
 /// How a script publishes its wake-up.
@@ -79,9 +77,9 @@ pub(crate) const HAND_OVER: Part = Part::Lua(include_str!("scripts/shared/hand_o
 /// `now_ms`, `drop_expired` and `keep_key`: leases in sorted sets.
 pub(crate) const LEASES: Part = Part::Lua(include_str!("scripts/shared/leases.lua"));
 /// [`Part::Publish`] on one server.
-const PUBLISH: &str = include_str!("scripts/shared/publish.lua");
+pub(crate) const PUBLISH: &str = include_str!("scripts/shared/publish.lua");
 /// [`Part::Publish`] on a Redis Cluster node.
-const SPUBLISH: &str = include_str!("scripts/shared/spublish.lua");
+pub(crate) const SPUBLISH: &str = include_str!("scripts/shared/spublish.lua");
 
 /// The byte a waiter of an earlier version appended to the value of the
 /// lock it waited for (a holder whose token starts with
@@ -96,6 +94,8 @@ pub(crate) const WAITED_MARK: char = '\u{1f}';
 /// nothing), each compiled once.
 #[derive(Debug)]
 pub(crate) struct Lua {
+    /// Its `.lua` file, under `src/`.
+    file: &'static str,
     parts: &'static [Part],
     body: &'static str,
     plain: OnceLock<Script>,
@@ -103,14 +103,40 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    /// The script whose body is `body` (a `.lua` file), after `parts`.
-    const fn new(parts: &'static [Part], body: &'static str) -> Self {
+    /// The script whose body is `body`, the text of `file` (its path
+    /// under `src/`), after `parts`.
+    pub(crate) const fn new(
+        file: &'static str,
+        parts: &'static [Part],
+        body: &'static str,
+    ) -> Self {
         Self {
+            file,
             parts,
             body,
             plain: OnceLock::new(),
             sharded: OnceLock::new(),
         }
+    }
+
+    /// Its `.lua` file, under `src/`.
+    #[cfg(test)]
+    pub(crate) fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// Its name, which a Redis call's span gives it: its file's path under
+    /// the folder that holds the scripts' modules (`scripts/` or
+    /// `backend/`), without `.lua` (`lock/acquire`, `record/claim`).
+    pub(crate) fn name(&self) -> &'static str {
+        let file = self.file.strip_suffix(".lua").unwrap_or(self.file);
+        file.split_once('/').map_or(file, |(_, name)| name)
+    }
+
+    /// Its body: the text of its file.
+    #[cfg(test)]
+    pub(crate) fn body(&self) -> &'static str {
+        self.body
     }
 
     /// Whether the script publishes (its two variants differ).
@@ -143,55 +169,58 @@ impl Lua {
             Publish::Plain => &self.plain,
             Publish::Sharded => &self.sharded,
         };
-        cell.get_or_init(|| Script::new(&self.text(publish)))
+        cell.get_or_init(|| {
+            let script = Script::new(&self.text(publish));
+            NAMES
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((script.get_hash().to_owned(), self.name()));
+            script
+        })
     }
 }
 
-/// Every script, by the path of its `.lua` file in `scripts/` (without
-/// the extension): the checks below, and the name a Redis call's span
-/// gives a script ([`name_of`]).
-pub(crate) const ALL: [(&str, &Lua); 28] = [
-    ("lock/acquire", &ACQUIRE),
-    ("lock/batch", &BATCH),
-    ("lock/issue_fence", &ISSUE_FENCE),
-    ("lock/extend", &EXTEND),
-    ("lock/release", &RELEASE),
-    ("lock/release_after_hold", &RELEASE_AFTER_HOLD),
-    ("fair/acquire", &FAIR_ACQUIRE),
-    ("fair/release", &FAIR_RELEASE),
-    ("fair/leave", &FAIR_LEAVE),
-    ("records/claim", &RECORD_CLAIM),
-    ("records/renew", &RECORD_RENEW),
-    ("records/complete", &RECORD_COMPLETE),
-    ("records/release", &RECORD_RELEASE),
-    ("sync/read_acquire", &READ_ACQUIRE),
-    ("sync/write_acquire", &WRITE_ACQUIRE),
-    ("sync/write_release", &WRITE_RELEASE),
-    ("sync/read_release", &READ_RELEASE),
-    ("sync/downgrade", &DOWNGRADE),
-    ("sync/lease_renew", &LEASE_RENEW),
-    ("sync/permits_acquire", &PERMITS_ACQUIRE),
-    ("sync/permits_release", &PERMITS_RELEASE),
-    ("sync/permits_available", &PERMITS_AVAILABLE),
-    ("sync/latch_set", &LATCH_SET),
-    ("sync/latch_count_down", &LATCH_COUNT_DOWN),
-    ("sync/latch_read", &LATCH_READ),
-    ("sync/group_acquire", &GROUP_ACQUIRE),
-    ("inspect", &INSPECT),
-    ("force_release", &FORCE_RELEASE),
-];
+/// Each script compiled so far, by its SHA1 (hex, as `EVALSHA` sends
+/// it): what [`name_of`] reads.
+static NAMES: RwLock<Vec<(String, &'static str)>> = RwLock::new(Vec::new());
 
-/// The name (in [`ALL`]) of the script whose SHA1 (hex, as `EVALSHA`
+/// The name ([`Lua::name`]) of the script whose SHA1 (hex, as `EVALSHA`
 /// sends it) is `sha`, among the variants compiled so far.
 pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
-    ALL.iter().find_map(|(name, lua)| {
-        [&lua.plain, &lua.sharded]
-            .into_iter()
-            .filter_map(OnceLock::get)
-            .any(|script| script.get_hash().as_bytes().eq_ignore_ascii_case(sha))
-            .then_some(*name)
-    })
+    NAMES
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(hash, _)| hash.as_bytes().eq_ignore_ascii_case(sha))
+        .map(|(_, name)| *name)
 }
 
+/// Every script declared under `scripts/` (for the checks every script
+/// passes; a record's are `backend::record::SCRIPTS`).
 #[cfg(test)]
-mod tests;
+pub(crate) const ALL: [&Lua; 24] = [
+    &ACQUIRE,
+    &BATCH,
+    &ISSUE_FENCE,
+    &EXTEND,
+    &RELEASE,
+    &RELEASE_AFTER_HOLD,
+    &FAIR_ACQUIRE,
+    &FAIR_RELEASE,
+    &FAIR_LEAVE,
+    &READ_ACQUIRE,
+    &WRITE_ACQUIRE,
+    &WRITE_RELEASE,
+    &READ_RELEASE,
+    &DOWNGRADE,
+    &LEASE_RENEW,
+    &PERMITS_ACQUIRE,
+    &PERMITS_RELEASE,
+    &PERMITS_AVAILABLE,
+    &LATCH_SET,
+    &LATCH_COUNT_DOWN,
+    &LATCH_READ,
+    &GROUP_ACQUIRE,
+    &INSPECT,
+    &FORCE_RELEASE,
+];

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::memory_records::{MAX_RECORDS, MemoryRecords};
+use super::record::memory::{MAX_RECORDS, MemoryRecords};
 use super::{
     Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
     Renewal,

@@ -7,6 +7,7 @@ use super::{ACQUIRE_LOCK, FENCE, Lua, Part, RELEASE_LOCK, WAITING};
 /// own script runs, and answers each as its own script would
 /// (`lock/batch.lua`).
 pub(crate) static BATCH: Lua = Lua::new(
+    "scripts/lock/batch.lua",
     &[Part::Publish, WAITING, FENCE, ACQUIRE_LOCK, RELEASE_LOCK],
     include_str!("lock/batch.lua"),
 );

@@ -5,4 +5,4 @@ use super::Lua;
 
 /// Everything under one name, leases that ran out left out
 /// (`inspect.lua`).
-pub(crate) static INSPECT: Lua = Lua::new(&[], include_str!("inspect.lua"));
+pub(crate) static INSPECT: Lua = Lua::new("scripts/inspect.lua", &[], include_str!("inspect.lua"));

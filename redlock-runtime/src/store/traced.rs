@@ -15,7 +15,7 @@
 //! - `db.operation.name`: the command (`SET`, `WAIT`, a container
 //!   command with its subcommand, `SCRIPT LOAD`), or for `EVALSHA` of one
 //!   of this crate's scripts the script's name, the path of its `.lua`
-//!   file (`lock/acquire`, `records/claim`); a pipeline is `BATCH <name>`
+//!   file (`lock/acquire`, `record/claim`); a pipeline is `BATCH <name>`
 //!   when all its commands share one, else `BATCH`, with
 //!   `db.operation.batch.size` and `redlock.operations` (each command's
 //!   name, in order);

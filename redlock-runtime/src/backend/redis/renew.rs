@@ -7,6 +7,7 @@ use redis::Script;
 
 use super::super::{Kind, OpError, Renewal};
 use super::{On, RedisBackend};
+use crate::backend::record::RECORD_RENEW;
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
@@ -17,7 +18,7 @@ use crate::util::millis_ceil;
 pub(super) fn renew_script(kind: Kind) -> &'static Script {
     match kind {
         Kind::Lock | Kind::Write | Kind::Latch => scripts::EXTEND.on(Publish::Plain),
-        Kind::Record => scripts::RECORD_RENEW.on(Publish::Plain),
+        Kind::Record => RECORD_RENEW.on(Publish::Plain),
         Kind::Read | Kind::Permits { .. } => scripts::LEASE_RENEW.on(Publish::Plain),
     }
 }
@@ -26,7 +27,7 @@ pub(super) fn renew_script(kind: Kind) -> &'static Script {
 fn renew_scripts() -> [&'static Script; 3] {
     [
         scripts::EXTEND.on(Publish::Plain),
-        scripts::RECORD_RENEW.on(Publish::Plain),
+        RECORD_RENEW.on(Publish::Plain),
         scripts::LEASE_RENEW.on(Publish::Plain),
     ]
 }

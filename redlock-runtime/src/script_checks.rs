@@ -1,6 +1,14 @@
 //! Every script is cluster-safe, and the check can fail.
 
-use super::*;
+use crate::backend::record::SCRIPTS as RECORD_SCRIPTS;
+use crate::scripts::*;
+
+/// Every script: those declared under `scripts/` and a record's.
+fn every() -> impl Iterator<Item = (&'static str, &'static Lua)> {
+    ALL.into_iter()
+        .chain(RECORD_SCRIPTS)
+        .map(|script| (script.name(), script))
+}
 
 /// `text` less its Lua comments (`--` to the end of a line; no script
 /// writes `--` inside a string): what the checks read is the code, not
@@ -183,7 +191,7 @@ fn from_keys(arg: &str) -> bool {
 
 #[test]
 fn every_script_is_cluster_safe() {
-    for (name, script) in ALL {
+    for (name, script) in every() {
         for publish in [Publish::Plain, Publish::Sharded] {
             let found = problems(&script.text(publish));
             assert!(found.is_empty(), "{name} ({publish:?}): {found:?}");
@@ -215,7 +223,7 @@ fn the_check_finds_what_a_cluster_rejects() {
 
 #[test]
 fn sharded_variants_publish_with_spublish_only() {
-    for (name, script) in ALL {
+    for (name, script) in every() {
         let (plain, sharded) = (
             code(&script.text(Publish::Plain)),
             code(&script.text(Publish::Sharded)),
@@ -279,7 +287,7 @@ fn shared_functions() -> Vec<(String, &'static str)> {
 fn every_shared_function_a_script_calls_is_joined_before_its_call() {
     let functions = shared_functions();
     assert!(functions.len() >= 14, "{}", functions.len());
-    for (name, script) in ALL {
+    for (name, script) in every() {
         for publish in [Publish::Plain, Publish::Sharded] {
             let text = code(&script.text(publish));
             for (function, _) in &functions {
@@ -315,7 +323,7 @@ fn no_script_writes_to_a_value_it_does_not_own() {
     // A waiter's signal is a key of its own (shared/waiting.lua): nothing
     // appends to a lock's value, and every holder check is exact (no
     // script accepts a value with a mark, as the previous version's did).
-    for (name, script) in ALL {
+    for (name, script) in every() {
         let text = code(&script.text(Publish::Plain));
         assert!(!text.contains("'APPEND'"), "{name} appends to a value");
         assert!(
@@ -363,7 +371,7 @@ const MESSAGES: [&str; 6] = [
 #[test]
 fn no_script_publishes_an_owner_token() {
     let mut published = std::collections::BTreeSet::new();
-    for (name, script) in ALL {
+    for (name, script) in every() {
         let text = code(&script.text(Publish::Plain));
         for (at, _) in text.match_indices("publish(") {
             if text[..at].ends_with("function ") {
@@ -401,14 +409,14 @@ fn no_script_publishes_an_owner_token() {
 fn each_script_is_named_by_its_file() {
     // The name a Redis call's span gives a script is the file a reader
     // opens to read it.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
-    for (name, script) in ALL {
-        let file = dir.join(format!("{name}.lua"));
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (name, script) in every() {
+        let file = dir.join(script.file());
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("{name}: cannot read {}: {e}", file.display()));
         assert_eq!(
             text,
-            script.body,
+            script.body(),
             "{name} is not the text of {}",
             file.display()
         );

@@ -1,13 +1,19 @@
-//! Idempotency records on one Redis (the `RECORD_*` scripts), and the
-//! refusal of them on Redlock: a record lives in one store.
+//! Idempotency records: their scripts (`scripts.rs`, the `.lua` files
+//! beside it), their verbs on one Redis (here) and their twin in process
+//! memory (`memory.rs`), and the refusal of them on Redlock: a record
+//! lives in one store.
 
 use std::time::Duration;
 
 use super::{Claim, Claimed, Complete, Completion, Keys, OpError};
-use crate::scripts;
 use crate::store::quorum::QuorumBackend;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
+
+pub(crate) mod memory;
+mod scripts;
+
+pub(crate) use scripts::*;
 
 impl RedisBackend {
     /// Claims a record; on the owner's connection of the acquire lane, so
@@ -26,7 +32,7 @@ impl RedisBackend {
         } = *claim;
         let reply: Vec<Vec<u8>> = self
             .run(On::Waiting, Some(token), limit, |mut link| async move {
-                scripts::RECORD_CLAIM
+                RECORD_CLAIM
                     .on(self.publish)
                     .key(&keys.lock)
                     .key(&keys.fence)
@@ -57,7 +63,7 @@ impl RedisBackend {
         let body: &[u8] = if result.replayable { &result.body } else { b"" };
         let done: i64 = self
             .run(On::Plain, Some(token), limit, |mut link| async move {
-                scripts::RECORD_COMPLETE
+                RECORD_COMPLETE
                     .on(self.publish)
                     .key(&keys.lock)
                     .arg(token)
@@ -85,7 +91,7 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
-                scripts::RECORD_RELEASE
+                RECORD_RELEASE
                     .on(self.publish)
                     .key(&keys.lock)
                     .arg(token)
