@@ -1,11 +1,14 @@
 //! Every script is cluster-safe, and the check can fail.
 
+use crate::backend::fair::{FAIR_RELEASE, SCRIPTS as FAIR_SCRIPTS};
 use crate::backend::record::SCRIPTS as RECORD_SCRIPTS;
 use crate::scripts::*;
 
-/// Every script: those declared under `scripts/` and a record's.
+/// Every script: those declared under `scripts/`, fair mode's and a
+/// record's.
 fn every() -> impl Iterator<Item = (&'static str, &'static Lua)> {
     ALL.into_iter()
+        .chain(FAIR_SCRIPTS)
         .chain(RECORD_SCRIPTS)
         .map(|script| (script.name(), script))
 }

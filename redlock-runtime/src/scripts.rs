@@ -1,8 +1,8 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
 //! Each script is one `.lua` file beside the module that declares it
-//! (`lock/`, `fair/`, `sync/`, `inspect.lua`, `force_release.lua` here; a
-//! record's beside `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
+//! (`lock/`, `sync/`, `inspect.lua`, `force_release.lua` here; fair
+//! mode's and a record's in `backend/fair/` and `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
 //! names the ones it calls as its [`Part`]s: [`Lua::text`] joins them
@@ -27,13 +27,11 @@ use std::sync::{OnceLock, PoisonError, RwLock};
 use redis::Script;
 
 mod batch;
-mod fair;
 mod force;
 mod inspect;
 mod lock;
 mod sync;
 pub(crate) use batch::BATCH;
-pub(crate) use fair::{FAIR_ACQUIRE, FAIR_LEAVE, FAIR_RELEASE};
 pub(crate) use force::FORCE_RELEASE;
 pub(crate) use inspect::INSPECT;
 pub(crate) use lock::{ACQUIRE, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
@@ -196,18 +194,16 @@ pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
 }
 
 /// Every script declared under `scripts/` (for the checks every script
-/// passes; a record's are `backend::record::SCRIPTS`).
+/// passes; fair mode's and a record's are `backend::fair::SCRIPTS` and
+/// `backend::record::SCRIPTS`).
 #[cfg(test)]
-pub(crate) const ALL: [&Lua; 24] = [
+pub(crate) const ALL: [&Lua; 21] = [
     &ACQUIRE,
     &BATCH,
     &ISSUE_FENCE,
     &EXTEND,
     &RELEASE,
     &RELEASE_AFTER_HOLD,
-    &FAIR_ACQUIRE,
-    &FAIR_RELEASE,
-    &FAIR_LEAVE,
     &READ_ACQUIRE,
     &WRITE_ACQUIRE,
     &WRITE_RELEASE,

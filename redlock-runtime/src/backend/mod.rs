@@ -25,7 +25,7 @@ use crate::store::sentinel::{self, SentinelBackend};
 use crate::store::server::RedisBackend;
 
 mod cluster_renew;
-mod fair;
+pub(crate) mod fair;
 mod keys;
 pub(crate) mod memory;
 mod quorum;

@@ -1,15 +1,20 @@
-//! Fair mode on one Redis: the line of waiters beside the lock (a list of
-//! tokens in arrival order, and each waiter's presence deadline in a sorted
-//! set), taken, left and woken by the `FAIR_*` scripts.
+//! Fair mode: the line of waiters beside the lock (a list of tokens in
+//! arrival order, and each waiter's presence deadline in a sorted set),
+//! taken, left and woken by its scripts (`scripts.rs`, the `.lua` files
+//! beside it); its verbs on one Redis here. (Its twin in process memory
+//! is still `backend/memory.rs`'s `acquire_fair` and `leave_queue`.)
 
 use std::time::Duration;
 
 use super::redis::{acquire_reply, took};
 use super::{AcquireReply, Keys, OpError};
-use crate::scripts;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
+
+mod scripts;
+
+pub(crate) use scripts::*;
 
 impl RedisBackend {
     /// One fair acquire attempt: the lock goes to the first live waiter;
@@ -31,7 +36,7 @@ impl RedisBackend {
                 limit,
                 |r: &Vec<i64>| took(r),
                 |_| {
-                    ScriptCall::new(scripts::FAIR_ACQUIRE.on(self.publish))
+                    ScriptCall::new(FAIR_ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&queue)
@@ -48,7 +53,7 @@ impl RedisBackend {
     }
 
     /// Releases a fair lock `token` holds, handing it to the first live
-    /// waiter in line (see [`scripts::FAIR_RELEASE`]).
+    /// waiter in line (see [`FAIR_RELEASE`]).
     pub(super) async fn release_fair_on(
         &self,
         on: On,
@@ -56,12 +61,11 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        self.fair_end(&scripts::FAIR_RELEASE, on, keys, token, limit)
-            .await
+        self.fair_end(&FAIR_RELEASE, on, keys, token, limit).await
     }
 
     /// Takes `token` out of the line and gives back a lock it holds, in one
-    /// step (see [`scripts::FAIR_LEAVE`]): whether it held the lock.
+    /// step (see [`FAIR_LEAVE`]): whether it held the lock.
     pub(super) async fn leave_queue_on(
         &self,
         on: On,
@@ -69,8 +73,7 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        self.fair_end(&scripts::FAIR_LEAVE, on, keys, token, limit)
-            .await
+        self.fair_end(&FAIR_LEAVE, on, keys, token, limit).await
     }
 
     /// Runs `script` (a fair release or leave: the lock, its line and its
@@ -78,7 +81,7 @@ impl RedisBackend {
     /// arguments); whether it answered 1.
     async fn fair_end(
         &self,
-        script: &scripts::Lua,
+        script: &crate::scripts::Lua,
         on: On,
         keys: &Keys,
         token: &str,

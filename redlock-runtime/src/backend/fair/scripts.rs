@@ -1,30 +1,34 @@
-//! Fair mode's scripts (`fair/`): the line of waiters beside a lock (a list
+//! Fair mode's scripts (the `.lua` files beside this one): the line of waiters beside a lock (a list
 //! of tokens in arrival order, and each waiter's presence deadline in a
 //! sorted set), the fair acquire, the release that hands the lock to the
 //! first live waiter (a grant), and the give-back of a waiter that leaves.
 
-use super::{FAIR_LINE, FENCE, HAND_OVER, Lua, Part};
+use crate::scripts::{FAIR_LINE, FENCE, HAND_OVER, Lua, Part};
 
 /// Fair acquire: the lock goes to the first live waiter in arrival order
-/// (`fair/acquire.lua`).
+/// (`acquire.lua`).
 pub(crate) static FAIR_ACQUIRE: Lua = Lua::new(
-    "scripts/fair/acquire.lua",
+    "backend/fair/acquire.lua",
     &[FAIR_LINE, FENCE],
-    include_str!("fair/acquire.lua"),
+    include_str!("acquire.lua"),
 );
 
 /// Fair release: hands the lock straight to the first live waiter in line,
-/// if there is one, else deletes it (`fair/release.lua`).
+/// if there is one, else deletes it (`release.lua`).
 pub(crate) static FAIR_RELEASE: Lua = Lua::new(
-    "scripts/fair/release.lua",
+    "backend/fair/release.lua",
     &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
-    include_str!("fair/release.lua"),
+    include_str!("release.lua"),
 );
 
 /// A fair waiter gives up: it leaves the line, and a lock it holds goes on
-/// to the next waiter (`fair/leave.lua`).
+/// to the next waiter (`leave.lua`).
 pub(crate) static FAIR_LEAVE: Lua = Lua::new(
-    "scripts/fair/leave.lua",
+    "backend/fair/leave.lua",
     &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
-    include_str!("fair/leave.lua"),
+    include_str!("leave.lua"),
 );
+
+/// Fair mode's scripts (for the checks every script passes).
+#[cfg(test)]
+pub(crate) const SCRIPTS: [&Lua; 3] = [&FAIR_ACQUIRE, &FAIR_RELEASE, &FAIR_LEAVE];
