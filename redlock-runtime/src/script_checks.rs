@@ -2,13 +2,15 @@
 
 use crate::backend::fair::{FAIR_RELEASE, SCRIPTS as FAIR_SCRIPTS};
 use crate::backend::record::SCRIPTS as RECORD_SCRIPTS;
+use crate::backend::sync::SCRIPTS as SYNC_SCRIPTS;
 use crate::scripts::*;
 
-/// Every script: those declared under `scripts/`, fair mode's and a
-/// record's.
+/// Every script: those declared under `scripts/`, fair mode's, the
+/// synchronizers' and a record's.
 fn every() -> impl Iterator<Item = (&'static str, &'static Lua)> {
     ALL.into_iter()
         .chain(FAIR_SCRIPTS)
+        .chain(SYNC_SCRIPTS)
         .chain(RECORD_SCRIPTS)
         .map(|script| (script.name(), script))
 }

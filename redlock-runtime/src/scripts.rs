@@ -1,8 +1,9 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
 //! Each script is one `.lua` file beside the module that declares it
-//! (`lock/`, `sync/`, `inspect.lua`, `force_release.lua` here; fair
-//! mode's and a record's in `backend/fair/` and `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
+//! (`lock/`, `inspect.lua`, `force_release.lua` here; fair mode's, the
+//! synchronizers' and a record's in `backend/fair/`, `backend/sync/` and
+//! `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
 //! names the ones it calls as its [`Part`]s: [`Lua::text`] joins them
@@ -30,12 +31,10 @@ mod batch;
 mod force;
 mod inspect;
 mod lock;
-mod sync;
 pub(crate) use batch::BATCH;
 pub(crate) use force::FORCE_RELEASE;
 pub(crate) use inspect::INSPECT;
 pub(crate) use lock::{ACQUIRE, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
-pub(crate) use sync::*;
 
 /// How a script publishes its wake-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,29 +193,16 @@ pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
 }
 
 /// Every script declared under `scripts/` (for the checks every script
-/// passes; fair mode's and a record's are `backend::fair::SCRIPTS` and
-/// `backend::record::SCRIPTS`).
+/// passes; fair mode's, the synchronizers' and a record's are the
+/// `SCRIPTS` of `backend::fair`, `backend::sync` and `backend::record`).
 #[cfg(test)]
-pub(crate) const ALL: [&Lua; 21] = [
+pub(crate) const ALL: [&Lua; 8] = [
     &ACQUIRE,
     &BATCH,
     &ISSUE_FENCE,
     &EXTEND,
     &RELEASE,
     &RELEASE_AFTER_HOLD,
-    &READ_ACQUIRE,
-    &WRITE_ACQUIRE,
-    &WRITE_RELEASE,
-    &READ_RELEASE,
-    &DOWNGRADE,
-    &LEASE_RENEW,
-    &PERMITS_ACQUIRE,
-    &PERMITS_RELEASE,
-    &PERMITS_AVAILABLE,
-    &LATCH_SET,
-    &LATCH_COUNT_DOWN,
-    &LATCH_READ,
-    &GROUP_ACQUIRE,
     &INSPECT,
     &FORCE_RELEASE,
 ];

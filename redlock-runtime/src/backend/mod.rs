@@ -33,6 +33,7 @@ pub(crate) mod record;
 mod redis;
 mod requests;
 mod routed;
+pub(crate) mod sync;
 
 /// Where a client keeps its locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -13,7 +13,6 @@ mod force;
 mod inspect;
 mod plain;
 mod renew;
-mod sync;
 
 impl RedisBackend {
     /// One acquire attempt (see [`scripts::ACQUIRE`]), followed by `WAIT`

@@ -1,5 +1,5 @@
 //! The synchronizers in memory, with the same semantics as their Redis
-//! scripts (`scripts/sync.rs`): readers and semaphore holders each hold a
+//! scripts (`backend/sync/`): readers and semaphore holders each hold a
 //! lease, a waiting writer keeps new readers out for its presence, a
 //! latch counts down once per request id, a group of locks is taken all
 //! or none.

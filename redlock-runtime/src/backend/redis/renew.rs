@@ -8,6 +8,7 @@ use redis::Script;
 use super::super::{Kind, OpError, Renewal};
 use super::{On, RedisBackend};
 use crate::backend::record::RECORD_RENEW;
+use crate::backend::sync::LEASE_RENEW;
 use crate::scripts::{self, Publish};
 use crate::util::millis_ceil;
 
@@ -19,7 +20,7 @@ pub(super) fn renew_script(kind: Kind) -> &'static Script {
     match kind {
         Kind::Lock | Kind::Write | Kind::Latch => scripts::EXTEND.on(Publish::Plain),
         Kind::Record => RECORD_RENEW.on(Publish::Plain),
-        Kind::Read | Kind::Permits { .. } => scripts::LEASE_RENEW.on(Publish::Plain),
+        Kind::Read | Kind::Permits { .. } => LEASE_RENEW.on(Publish::Plain),
     }
 }
 
@@ -28,7 +29,7 @@ fn renew_scripts() -> [&'static Script; 3] {
     [
         scripts::EXTEND.on(Publish::Plain),
         RECORD_RENEW.on(Publish::Plain),
-        scripts::LEASE_RENEW.on(Publish::Plain),
+        LEASE_RENEW.on(Publish::Plain),
     ]
 }
 

@@ -1,8 +1,9 @@
 //! The synchronizers on one Redis: the read/write lock's two sides and the
 //! semaphore's permits (leases like a lock's: acquired, renewed by the
 //! watchdog, released), a write lock's downgrade, the countdown latch, and
-//! the multi-lock's group of keys under one hash tag (see
-//! [`scripts`](crate::scripts)'s `sync` scripts).
+//! the multi-lock's group of keys under one hash tag, with their scripts
+//! (`scripts.rs`, the `.lua` files beside it). (Their twin in process
+//! memory is still `backend/memory/sync.rs`: it shares the lock's state.)
 //!
 //! Writes go through [`acknowledged_write`](RedisBackend::acknowledged_write)
 //! like a lock's acquire: with replicas, each is followed by `WAIT` on its
@@ -10,18 +11,22 @@
 
 use std::time::Duration;
 
-use super::super::{
+use super::redis::{acquire_reply, took};
+use super::{
     Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, Kind, LatchCall,
     LatchOp, LatchReply, OpError,
 };
-use super::{On, RedisBackend, acquire_reply, took};
-use crate::scripts;
 use crate::store::server::call::ScriptCall;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
+
+mod scripts;
+
+pub(crate) use scripts::*;
 
 impl RedisBackend {
     /// One acquire attempt of a reader, a writer or a semaphore holder.
-    pub(super) async fn acquire_shared(
+    pub(crate) async fn acquire_shared(
         &self,
         request: &Acquire<'_>,
         limit: Duration,
@@ -45,7 +50,7 @@ impl RedisBackend {
                 |r: &Vec<i64>| took(r),
                 |_| match keys.kind {
                     Kind::Permits { limit, permits } => {
-                        ScriptCall::new(scripts::PERMITS_ACQUIRE.on(self.publish))
+                        ScriptCall::new(PERMITS_ACQUIRE.on(self.publish))
                             .key(&keys.lock)
                             .key(&keys.fence)
                             .arg(token)
@@ -53,7 +58,7 @@ impl RedisBackend {
                             .arg(limit)
                             .arg(permits)
                     }
-                    Kind::Write => ScriptCall::new(scripts::WRITE_ACQUIRE.on(self.publish))
+                    Kind::Write => ScriptCall::new(WRITE_ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&keys.readers)
@@ -63,7 +68,7 @@ impl RedisBackend {
                         .arg(presence)
                         .arg(retention)
                         .arg(if want_time { "1" } else { "0" }),
-                    _ => ScriptCall::new(scripts::READ_ACQUIRE.on(self.publish))
+                    _ => ScriptCall::new(READ_ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&keys.readers)
@@ -78,7 +83,7 @@ impl RedisBackend {
 
     /// Releases (or gives back) a reader's, a writer's or a semaphore
     /// holder's lease: `true` when it was still held.
-    pub(super) async fn release_shared(
+    pub(crate) async fn release_shared(
         &self,
         on: On,
         keys: &Keys,
@@ -88,15 +93,13 @@ impl RedisBackend {
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
                 let call = match keys.kind {
-                    Kind::Permits { .. } => {
-                        ScriptCall::new(scripts::PERMITS_RELEASE.on(self.publish))
-                            .key(&keys.lock)
-                            .key(&keys.fence)
-                    }
-                    Kind::Write => ScriptCall::new(scripts::WRITE_RELEASE.on(self.publish))
+                    Kind::Permits { .. } => ScriptCall::new(PERMITS_RELEASE.on(self.publish))
+                        .key(&keys.lock)
+                        .key(&keys.fence),
+                    Kind::Write => ScriptCall::new(WRITE_RELEASE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.writers),
-                    _ => ScriptCall::new(scripts::READ_RELEASE.on(self.publish))
+                    _ => ScriptCall::new(READ_RELEASE.on(self.publish))
                         .key(&keys.readers)
                         .key(&keys.lock)
                         .key(&keys.writers),
@@ -111,7 +114,7 @@ impl RedisBackend {
     }
 
     /// Turns a held write lock into a read lock (see
-    /// [`scripts::DOWNGRADE`]).
+    /// [`DOWNGRADE`]).
     pub(crate) async fn downgrade(
         &self,
         downgrade: &Downgrade<'_>,
@@ -125,7 +128,7 @@ impl RedisBackend {
                 limit,
                 |done| *done == 1,
                 |_| {
-                    ScriptCall::new(scripts::DOWNGRADE.on(self.publish))
+                    ScriptCall::new(DOWNGRADE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.readers)
                         .arg(token)
@@ -145,7 +148,7 @@ impl RedisBackend {
         let Available { keys, limit: max } = *available;
         let free: i64 = self
             .run(On::Plain, None, limit, |mut link| async move {
-                ScriptCall::new(scripts::PERMITS_AVAILABLE.on(self.publish))
+                ScriptCall::new(PERMITS_AVAILABLE.on(self.publish))
                     .key(&keys.lock)
                     .key(&keys.fence)
                     .arg(max)
@@ -174,7 +177,7 @@ impl RedisBackend {
                         limit,
                         |set| *set == 1,
                         |_| {
-                            ScriptCall::new(scripts::LATCH_SET.on(self.publish))
+                            ScriptCall::new(LATCH_SET.on(self.publish))
                                 .key(&keys.lock)
                                 .arg(count)
                                 .arg(ttl_ms)
@@ -197,7 +200,7 @@ impl RedisBackend {
                         limit,
                         |left| *left >= 0,
                         |_| {
-                            ScriptCall::new(scripts::LATCH_COUNT_DOWN.on(self.publish))
+                            ScriptCall::new(LATCH_COUNT_DOWN.on(self.publish))
                                 .key(&keys.lock)
                                 .key(&keys.fence)
                                 .arg(id)
@@ -215,7 +218,7 @@ impl RedisBackend {
             LatchOp::Read => {
                 let reply: Vec<i64> = self
                     .run(On::Plain, None, limit, |mut link| async move {
-                        ScriptCall::new(scripts::LATCH_READ.on(self.publish))
+                        ScriptCall::new(LATCH_READ.on(self.publish))
                             .key(&keys.lock)
                             .invocation()
                             .invoke_async(&mut link.conn)
@@ -236,7 +239,7 @@ impl RedisBackend {
     }
 
     /// Takes every lock of a group under one hash tag, or none (see
-    /// [`scripts::GROUP_ACQUIRE`]).
+    /// [`GROUP_ACQUIRE`]).
     pub(crate) async fn acquire_group(
         &self,
         group: &GroupAcquire<'_>,
@@ -253,7 +256,7 @@ impl RedisBackend {
                 limit,
                 |r: &Vec<i64>| took(r),
                 |_| {
-                    let mut call = ScriptCall::new(scripts::GROUP_ACQUIRE.on(self.publish));
+                    let mut call = ScriptCall::new(GROUP_ACQUIRE.on(self.publish));
                     for keys in all {
                         call = call.key(&keys.lock).key(&keys.fence).key(&keys.waited);
                     }

@@ -1,4 +1,4 @@
-//! The scripts of the synchronizers (`sync/`): the read/write lock, the semaphore,
+//! The scripts of the synchronizers (the `.lua` files beside this one): the read/write lock, the semaphore,
 //! the countdown latch, and the multi-lock's group of keys under one hash
 //! tag. Each takes all its keys in `KEYS` (one hash tag), reads the time
 //! from Redis's `TIME` only, and is safe to send twice: a repeated acquire
@@ -11,109 +11,127 @@
 //! its ttl, and each set's own expiry is kept at least as long as its
 //! longest lease, so nothing is left once the last holder is gone.
 
-use super::{FENCE, LEASES, Lua, Part, WAITING};
+use crate::scripts::{FENCE, LEASES, Lua, Part, WAITING};
 
 /// A reader's acquire: in unless a writer holds the lock or waits for it
-/// (`sync/read_acquire.lua`).
+/// (`read_acquire.lua`).
 pub(crate) static READ_ACQUIRE: Lua = Lua::new(
-    "scripts/sync/read_acquire.lua",
+    "backend/sync/read_acquire.lua",
     &[LEASES],
-    include_str!("sync/read_acquire.lua"),
+    include_str!("read_acquire.lua"),
 );
 
 /// A writer's acquire: in when no other writer holds the lock and no live
 /// reader is left, else it waits in the writers' set
-/// (`sync/write_acquire.lua`).
+/// (`write_acquire.lua`).
 pub(crate) static WRITE_ACQUIRE: Lua = Lua::new(
-    "scripts/sync/write_acquire.lua",
+    "backend/sync/write_acquire.lua",
     &[FENCE, LEASES],
-    include_str!("sync/write_acquire.lua"),
+    include_str!("write_acquire.lua"),
 );
 
 /// A writer's release or give-back, waking every waiter
-/// (`sync/write_release.lua`).
+/// (`write_release.lua`).
 pub(crate) static WRITE_RELEASE: Lua = Lua::new(
-    "scripts/sync/write_release.lua",
+    "backend/sync/write_release.lua",
     &[Part::Publish],
-    include_str!("sync/write_release.lua"),
+    include_str!("write_release.lua"),
 );
 
 /// A reader's release or give-back, waking the waiting writers
-/// (`sync/read_release.lua`).
+/// (`read_release.lua`).
 pub(crate) static READ_RELEASE: Lua = Lua::new(
-    "scripts/sync/read_release.lua",
+    "backend/sync/read_release.lua",
     &[Part::Publish, LEASES],
-    include_str!("sync/read_release.lua"),
+    include_str!("read_release.lua"),
 );
 
 /// A write lock becomes a read lock in one step
-/// (`sync/downgrade.lua`).
+/// (`downgrade.lua`).
 pub(crate) static DOWNGRADE: Lua = Lua::new(
-    "scripts/sync/downgrade.lua",
+    "backend/sync/downgrade.lua",
     &[Part::Publish, LEASES],
-    include_str!("sync/downgrade.lua"),
+    include_str!("downgrade.lua"),
 );
 
 /// Resets one lease in a sorted set (a reader's, a semaphore holder's)
-/// (`sync/lease_renew.lua`).
+/// (`lease_renew.lua`).
 pub(crate) static LEASE_RENEW: Lua = Lua::new(
-    "scripts/sync/lease_renew.lua",
+    "backend/sync/lease_renew.lua",
     &[LEASES],
-    include_str!("sync/lease_renew.lua"),
+    include_str!("lease_renew.lua"),
 );
 
 /// Takes `n` permits of a semaphore if that many are free
-/// (`sync/permits_acquire.lua`).
+/// (`permits_acquire.lua`).
 pub(crate) static PERMITS_ACQUIRE: Lua = Lua::new(
-    "scripts/sync/permits_acquire.lua",
+    "backend/sync/permits_acquire.lua",
     &[LEASES],
-    include_str!("sync/permits_acquire.lua"),
+    include_str!("permits_acquire.lua"),
 );
 
 /// Gives a holder's permits back, once
-/// (`sync/permits_release.lua`).
+/// (`permits_release.lua`).
 pub(crate) static PERMITS_RELEASE: Lua = Lua::new(
-    "scripts/sync/permits_release.lua",
+    "backend/sync/permits_release.lua",
     &[Part::Publish, LEASES],
-    include_str!("sync/permits_release.lua"),
+    include_str!("permits_release.lua"),
 );
 
 /// How many permits of a semaphore are free; reads only
-/// (`sync/permits_available.lua`).
+/// (`permits_available.lua`).
 pub(crate) static PERMITS_AVAILABLE: Lua = Lua::new(
-    "scripts/sync/permits_available.lua",
+    "backend/sync/permits_available.lua",
     &[LEASES],
-    include_str!("sync/permits_available.lua"),
+    include_str!("permits_available.lua"),
 );
 
 /// Sets a latch's count, only if it is not set up
-/// (`sync/latch_set.lua`).
+/// (`latch_set.lua`).
 pub(crate) static LATCH_SET: Lua = Lua::new(
-    "scripts/sync/latch_set.lua",
+    "backend/sync/latch_set.lua",
     &[Part::Publish],
-    include_str!("sync/latch_set.lua"),
+    include_str!("latch_set.lua"),
 );
 
 /// Counts a latch down once per request id
-/// (`sync/latch_count_down.lua`).
+/// (`latch_count_down.lua`).
 pub(crate) static LATCH_COUNT_DOWN: Lua = Lua::new(
-    "scripts/sync/latch_count_down.lua",
+    "backend/sync/latch_count_down.lua",
     &[Part::Publish],
-    include_str!("sync/latch_count_down.lua"),
+    include_str!("latch_count_down.lua"),
 );
 
 /// A latch's count and the ttl left; reads only
-/// (`sync/latch_read.lua`).
+/// (`latch_read.lua`).
 pub(crate) static LATCH_READ: Lua = Lua::new(
-    "scripts/sync/latch_read.lua",
+    "backend/sync/latch_read.lua",
     &[],
-    include_str!("sync/latch_read.lua"),
+    include_str!("latch_read.lua"),
 );
 
 /// Takes every lock of a group whose keys share one hash tag, or none
-/// (`sync/group_acquire.lua`).
+/// (`group_acquire.lua`).
 pub(crate) static GROUP_ACQUIRE: Lua = Lua::new(
-    "scripts/sync/group_acquire.lua",
+    "backend/sync/group_acquire.lua",
     &[WAITING, FENCE],
-    include_str!("sync/group_acquire.lua"),
+    include_str!("group_acquire.lua"),
 );
+
+/// The synchronizers' scripts (for the checks every script passes).
+#[cfg(test)]
+pub(crate) const SCRIPTS: [&Lua; 13] = [
+    &READ_ACQUIRE,
+    &WRITE_ACQUIRE,
+    &WRITE_RELEASE,
+    &READ_RELEASE,
+    &DOWNGRADE,
+    &LEASE_RENEW,
+    &PERMITS_ACQUIRE,
+    &PERMITS_RELEASE,
+    &PERMITS_AVAILABLE,
+    &LATCH_SET,
+    &LATCH_COUNT_DOWN,
+    &LATCH_READ,
+    &GROUP_ACQUIRE,
+];
