@@ -180,7 +180,7 @@ pub(crate) enum Kind {
     /// A lock: a string key holding the owner token.
     Lock,
     /// An idempotency record: a hash with its state, owner and result (see
-    /// `scripts::RECORD_CLAIM`).
+    /// `backend::record::RECORD_CLAIM`).
     Record,
     /// A read/write lock's shared side: one lease among its readers.
     Read,

@@ -7,7 +7,7 @@
 //! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`], ...) through
 //! [`Backend`]'s verbs and never matches its variants. A new verb is a
 //! request struct, a script, its memory twin, one line in `routed_verbs!`
-//! (Cluster, Sentinel) and one dispatch line here, plus its Redlock
+//! (`routed.rs`: Cluster, Sentinel) and one dispatch line here, plus its Redlock
 //! fan-out where it is supported.
 
 use std::fmt;
@@ -72,7 +72,7 @@ impl fmt::Display for Mode {
 }
 
 /// A lock store. Nothing outside `backend/` matches its variants: each verb
-/// below is one dispatch line over the three stores.
+/// below is one dispatch line over the five stores.
 #[derive(Debug)]
 pub(crate) enum Backend {
     Redis(RedisBackend),

@@ -237,7 +237,7 @@ pub(crate) enum Conn {
 
 tokio::task_local! {
     /// Set around a call that follows an `ASK` redirect: the lanes hand out
-    /// [`Conn::Asking`] connections inside it (see `cluster.rs`).
+    /// [`Conn::Asking`] connections inside it (see `store/cluster/`).
     pub(crate) static ASKING: ();
 }
 
