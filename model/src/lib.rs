@@ -26,6 +26,7 @@
 //! checker.assert_no_discovery(OWN_KEY_ONLY);
 //! ```
 
+pub mod extend;
 pub mod fair;
 pub mod lock;
 mod node;

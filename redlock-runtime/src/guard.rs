@@ -194,7 +194,13 @@ impl LockGuard {
     }
 
     /// Resets the lease to `ttl` from now (the watchdog then renews with this
-    /// ttl).
+    /// ttl). Waits for a renewal of this lock in flight first.
+    ///
+    /// From when it is sent, the guard counts on no more than `ttl` (what
+    /// [`remaining`](Self::remaining) says): the extend may land at once.
+    /// When it fails without an answer it may still land later, and the
+    /// guard then counts on no more than `ttl` from each later renewal
+    /// either.
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock is no longer this guard's;
@@ -206,11 +212,18 @@ impl LockGuard {
         if let Some(reason) = held.lost_reason() {
             return Err(self.lost_error(reason));
         }
+        // Never in flight beside a watchdog renewal: without a script, a
+        // renewal sets the lease to its ttl whatever it was (see
+        // `RedisBackend::renew`), so the two must land in the order the
+        // client counts them.
+        let _gate = held.gate().await;
         let sent = Instant::now();
         let (backend, limit) = (self.core.backend(), self.core.settings().command_timeout);
+        held.sending(sent, ttl, |t| backend.validity(t));
+        self.core.watchdog().lease_changed();
         match backend.extend(&held.renewal(ttl), limit).await {
             Ok(true) => {
-                held.renewed(sent, ttl, backend.validity(ttl));
+                held.renewed(sent, ttl, |t| backend.validity(t));
                 self.core.watchdog().lease_changed();
                 tracing::debug!(target: "redlock", key = %held.key(), ttl_ms = ttl.as_millis() as u64, "lock extended");
                 Ok(())
@@ -220,7 +233,12 @@ impl LockGuard {
                 let reason = held.lose(backend, prefix, sent, limit).await;
                 Err(self.lost_error(reason))
             }
-            Err(e) => Err(e.into_lock_error(held.key(), Operation::Extend)),
+            Err(e) => {
+                held.outcome_unknown(ttl);
+                // What is counted may have shrunk: the watchdog renews by it.
+                self.core.watchdog().lease_changed();
+                Err(e.into_lock_error(held.key(), Operation::Extend))
+            }
         }
     }
 

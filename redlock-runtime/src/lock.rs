@@ -112,13 +112,24 @@ pub(crate) struct Lease {
     pub(crate) deadline: Instant,
     /// When a failed renewal is to be tried again.
     pub(crate) retry_at: Option<Instant>,
+    /// The shortest ttl of a renewal or extend whose answer never came:
+    /// it may still land, whenever, and set the lease to it (see
+    /// [`HeldLock::sending`]).
+    pub(crate) doubt: Option<Duration>,
 }
 
 impl Lease {
-    /// When the watchdog renews this lease: a third of the ttl after its
-    /// last confirmed reset, or sooner after a failed renewal.
+    /// When the watchdog renews this lease: a third of the ttl counted
+    /// after its last confirmed reset, or sooner after a failed renewal.
     pub(crate) fn renew_at(&self) -> Instant {
-        self.retry_at.unwrap_or(self.sent + self.ttl / 3)
+        self.retry_at
+            .unwrap_or(self.sent + self.counted(self.ttl) / 3)
+    }
+
+    /// What a (re)set of the lease to `ttl` lets this process count on:
+    /// no more than a call whose answer never came could leave.
+    fn counted(&self, ttl: Duration) -> Duration {
+        self.doubt.map_or(ttl, |doubt| doubt.min(ttl))
     }
 }
 
@@ -198,6 +209,7 @@ impl HeldLock {
                 sent,
                 deadline: sent + validity,
                 retry_at: None,
+                doubt: None,
             }),
             lost: watch::Sender::new(Loss::None),
             ended: AtomicBool::new(false),
@@ -338,16 +350,55 @@ impl HeldLock {
         }
     }
 
-    /// Records a confirmed (re)set of the lease sent at `sent`, valid for
-    /// `validity` from then, unless a later one was already recorded.
-    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration, validity: Duration) {
+    /// A renewal or extend to `ttl` goes out at `sent`.
+    ///
+    /// It may land at once, and without a script (`SET .. IFEQ .. PX`,
+    /// `backend/redis/conditional.rs`) it sets the lease to its ttl
+    /// whatever was left, as an extend to a shorter ttl does with the
+    /// script too: from now on this process counts on no more than it
+    /// leaves. With the renewal gate (a manual extend and the watchdog
+    /// are never in flight together) and [`outcome_unknown`](Self::outcome_unknown),
+    /// this keeps what the process presumes within what Redis keeps,
+    /// whatever order the calls land in: checked by the model
+    /// `model/src/extend.rs` (`COUNTED_LEASE_HELD`), whose variants
+    /// without either rule have counterexamples.
+    pub(crate) fn sending(
+        &self,
+        sent: Instant,
+        ttl: Duration,
+        validity: impl Fn(Duration) -> Duration,
+    ) {
+        let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
+        let leaves = sent + validity(lease.counted(ttl));
+        lease.deadline = lease.deadline.min(leaves);
+    }
+
+    /// A renewal or extend to `ttl` got no answer (its outcome is
+    /// unknown): it may land at any later time, so every later
+    /// confirmation counts no more than `ttl` (see [`sending`](Self::sending)).
+    pub(crate) fn outcome_unknown(&self, ttl: Duration) {
+        let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
+        lease.doubt = Some(lease.doubt.map_or(ttl, |doubt| doubt.min(ttl)));
+    }
+
+    /// Records a confirmed (re)set of the lease to `ttl` sent at `sent`
+    /// (valid for `validity` of the ttl counted from then), unless a later
+    /// one was already recorded.
+    pub(crate) fn renewed(
+        &self,
+        sent: Instant,
+        ttl: Duration,
+        validity: impl Fn(Duration) -> Duration,
+    ) {
         let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
         if sent >= lease.sent {
+            let counted = lease.counted(ttl);
             *lease = Lease {
                 ttl,
                 sent,
-                deadline: sent + validity,
+                deadline: sent + validity(counted),
                 retry_at: None,
+                doubt: lease.doubt,
             };
         }
     }

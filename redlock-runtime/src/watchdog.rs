@@ -238,7 +238,10 @@ pub(crate) async fn renew(
     let renewals: Vec<Renewal<'_>> = gated
         .iter()
         .zip(&leases)
-        .map(|((_, held, _), lease)| held.renewal(lease.ttl))
+        .map(|((_, held, _), lease)| {
+            held.sending(sent, lease.ttl, |t| backend.validity(t));
+            held.renewal(lease.ttl)
+        })
         .collect();
     let result = backend.extend_many(&renewals, limit).await;
     watchdog.state().round_trips += 1;
@@ -249,19 +252,23 @@ pub(crate) async fn renew(
             for (((id, held, _gate), lease), answer) in gated.iter().zip(&leases).zip(answers) {
                 match answer {
                     Ok(true) => {
-                        held.renewed(sent, lease.ttl, backend.validity(lease.ttl));
+                        held.renewed(sent, lease.ttl, |t| backend.validity(t));
                         tracing::trace!(target: "redlock", parent: held.span(), key = %held.key(), "lock renewed");
                     }
                     Ok(false) => {
                         watchdog.deregister(*id);
                         gone.push((Arc::clone(held), sent));
                     }
-                    Err(error) => retry_later(watchdog, *id, held, now, &error),
+                    Err(error) => {
+                        held.outcome_unknown(lease.ttl);
+                        retry_later(watchdog, *id, held, now, &error);
+                    }
                 }
             }
         }
         Err(error) => {
-            for (id, held, _gate) in &gated {
+            for ((id, held, _gate), lease) in gated.iter().zip(&leases) {
+                held.outcome_unknown(lease.ttl);
                 retry_later(watchdog, *id, held, now, &error);
             }
         }

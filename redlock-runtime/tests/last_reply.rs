@@ -6,8 +6,9 @@
 //! replies flow again, so the client sends the end again on a new
 //! connection and finds the lease gone. The end must report `Ok` (and
 //! `run()` the body's value), on one Redis and on a Cluster whose nodes are
-//! reached through proxies. A lease that truly ran out before its release
-//! still reports `Lost`.
+//! reached through proxies (Redis and Valkey). A lease that truly ran out
+//! before its release still reports `Lost`. And an extend whose answer is
+//! lost may have landed: the guard counts on no more than its ttl.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use std::time::Duration;
 
 use redlock_runtime::records::{Claimed, Completion, RecordKeys, Records};
 use redlock_runtime::{LockClient, LockError, LostReason};
-use redlock_tests::{FaultProxy, RedisCluster, RedisServer};
+use redlock_tests::{FaultProxy, RedisCluster, RedisServer, Server};
+use rstest::rstest;
 
 /// A long lease: nothing in these tests may end it by running out.
 const TTL: Duration = Duration::from_secs(20);
@@ -31,8 +33,8 @@ struct Net {
 }
 
 impl Net {
-    async fn single() -> (Net, LockClient) {
-        let server = RedisServer::start().await;
+    async fn single(server: Server) -> (Net, LockClient) {
+        let server = RedisServer::start_on(server, &[]).await;
         let proxy = FaultProxy::start(server.addr()).await;
         let locks = LockClient::builder()
             .url(proxy.url())
@@ -48,8 +50,8 @@ impl Net {
         (net, locks)
     }
 
-    async fn cluster() -> (Net, LockClient) {
-        let cluster = RedisCluster::start(3, 0).await;
+    async fn cluster(server: Server) -> (Net, LockClient) {
+        let cluster = RedisCluster::start_on(server, 3, 0, &[]).await;
         let proxies = cluster.behind_proxies().await;
         let locks = LockClient::builder()
             .cluster(proxies.iter().map(FaultProxy::url))
@@ -302,19 +304,33 @@ async fn every_end_reports_ok(net: Net, locks: LockClient) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_end_whose_answer_is_lost_reports_ok_on_one_redis() {
-    let (net, locks) = Net::single().await;
+    let (net, locks) = Net::single(Server::Redis).await;
     every_end_reports_ok(net, locks).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_end_whose_answer_is_lost_reports_ok_on_a_cluster() {
-    let (net, locks) = Net::cluster().await;
+    let (net, locks) = Net::cluster(Server::Redis).await;
+    every_end_reports_ok(net, locks).await;
+}
+
+/// On Valkey 9.1 a plain lock's release is `DELIFEQ`, not the script
+/// (`conditional.rs`): its re-sent answer must read the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_end_whose_answer_is_lost_reports_ok_on_one_valkey() {
+    let (net, locks) = Net::single(Server::Valkey).await;
+    every_end_reports_ok(net, locks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_end_whose_answer_is_lost_reports_ok_on_a_valkey_cluster() {
+    let (net, locks) = Net::cluster(Server::Valkey).await;
     every_end_reports_ok(net, locks).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_that_ran_out_before_its_release_still_reports_lost() {
-    let (net, locks) = Net::single().await;
+    let (net, locks) = Net::single(Server::Redis).await;
     // Warm-up: the release script is in Redis's cache.
     let guard = locks.lock("ran-out").acquire().await.expect("acquire");
     guard.release().await.expect("release");
@@ -335,4 +351,50 @@ async fn a_lease_that_ran_out_before_its_release_still_reports_lost() {
         Err(LockError::Lost { .. }) => {}
         other => panic!("a release after the lease ran out answered {other:?}, not Lost"),
     }
+}
+
+/// An extend whose answer is lost may have landed, and may still land
+/// later: without a script it sets the lease to its ttl whatever was left
+/// (as an extend to a shorter ttl does with the script). The guard counts
+/// on no more than it leaves, then and after later renewals (the doubt of
+/// `model/src/extend.rs`), on both servers.
+#[rstest]
+#[case::redis(Server::Redis)]
+#[case::valkey(Server::Valkey)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_whose_answer_is_lost_counts_no_more_than_its_ttl(#[case] server: Server) {
+    let redis = RedisServer::start_on(server, &[]).await;
+    let proxy = FaultProxy::start(redis.addr()).await;
+    let client = LockClient::builder()
+        .url(proxy.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("connect");
+    let guard = client
+        .lock("doubted")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("free");
+    let name = server.name();
+    assert!(guard.remaining() > Duration::from_secs(9), "{name}");
+    proxy.hold_replies(true);
+    let extended = guard.extend(Duration::from_secs(2)).await;
+    assert!(extended.is_err(), "{name}: no answer came: {extended:?}");
+    let left = guard.remaining();
+    assert!(
+        left <= Duration::from_secs(2),
+        "{name}: the extend may have landed: counts {left:?}, not the 10 s lease"
+    );
+    proxy.hold_replies(false);
+    // Renewals go on with the 10 s ttl; each counts no more than 2 s.
+    tokio::time::sleep(Duration::from_millis(4_000)).await;
+    assert!(guard.is_held(), "{name}: renewed meanwhile");
+    let left = guard.remaining();
+    assert!(
+        left <= Duration::from_secs(2),
+        "{name}: after renewals, still counts {left:?}"
+    );
+    guard.release().await.expect("release");
 }

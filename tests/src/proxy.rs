@@ -53,6 +53,9 @@ struct Shared {
     replies_in_flight: AtomicUsize,
     /// When a chunk was last read or written.
     last_traffic: std::sync::Mutex<Option<Instant>>,
+    /// Where new connections go instead of the target (see
+    /// [`FaultProxy::retarget`]).
+    retarget: std::sync::Mutex<Option<SocketAddr>>,
 }
 
 impl Shared {
@@ -130,9 +133,24 @@ impl FaultProxy {
         format!("redis://127.0.0.1:{}", self.addr.port())
     }
 
-    /// The address the proxy forwards to.
+    /// The address the proxy forwards new connections to.
     pub fn target(&self) -> SocketAddr {
-        self.target
+        self.shared
+            .retarget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or(self.target)
+    }
+
+    /// Forwards new connections to `to` from now on (live ones stay where
+    /// they are: [`cut_all`](Self::cut_all) them): one address whose server
+    /// changes, as after a failover behind a proxy or a virtual IP.
+    pub fn retarget(&self, to: SocketAddr) {
+        *self
+            .shared
+            .retarget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(to);
     }
 
     /// Delays every chunk forwarded, in either direction, by `latency` (so a request
@@ -226,7 +244,7 @@ impl fmt::Debug for FaultProxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FaultProxy")
             .field("addr", &self.addr)
-            .field("target", &self.target)
+            .field("target", &self.target())
             .field("latency", &self.shared.latency())
             .field("blackhole", &self.shared.blackholed())
             .field("hold_replies", &*self.shared.hold_replies.borrow())
@@ -266,7 +284,12 @@ async fn accept_loop(
         }
         let mut cut = cut.clone();
         cut.mark_unchanged();
-        tokio::spawn(proxy_connection(client, target, Arc::clone(&shared), cut));
+        let to = shared
+            .retarget
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or(target);
+        tokio::spawn(proxy_connection(client, to, Arc::clone(&shared), cut));
     }
 }
 
