@@ -358,6 +358,22 @@ impl LockClientBuilder {
         self
     }
 
+    /// Release plain locks (those without a fencing token, fair mode or a
+    /// minimum hold) with the server's conditional delete where it has
+    /// one: `DELEX key IFEQ token` (Redis 8.4, Valkey 9.2) or `DELIFEQ key
+    /// token` (Valkey 9.0), instead of a script. On by default: it costs
+    /// the server a fraction of the script's time, and works where an ACL
+    /// forbids scripts. Each new connection asks its server which it has
+    /// (`COMMAND INFO`, one round trip), and one that refuses the command
+    /// falls back to the script; servers without either (Redis before
+    /// 8.4, Valkey before 9.0) always get the script. Turn it off to send
+    /// scripts only (to compare, or behind a proxy that mangles unknown
+    /// commands).
+    pub fn conditional_commands(mut self, on: bool) -> Self {
+        self.settings.conditional_commands = on;
+        self
+    }
+
     /// Pacing of retries while waiting for a busy lock. Defaults to
     /// [`RetryPolicy::default`] (10 ms doubling to 200 ms, full jitter).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -429,6 +445,7 @@ impl LockClientBuilder {
             tls: self.tls.take(),
             fail_fast: false,
             coalesce: self.settings.coalesce,
+            conditional: self.settings.conditional_commands,
         };
         let mut settings = self.settings;
         let (backend, wakeups) = match target {
@@ -450,17 +467,17 @@ impl LockClientBuilder {
                     self.replicas,
                     settings.fence_retention,
                     settings.coalesce,
-                );
+                )
+                .conditional_commands(settings.conditional_commands);
                 (Backend::Redis(backend), Wakeups::off())
             }
             Target::Manager(manager) => {
                 settings.target = "ConnectionManager".to_owned();
                 (
-                    Backend::Redis(open::from_manager(
-                        manager,
-                        settings.fence_retention,
-                        settings.coalesce,
-                    )),
+                    Backend::Redis(
+                        open::from_manager(manager, settings.fence_retention, settings.coalesce)
+                            .conditional_commands(settings.conditional_commands),
+                    ),
                     Wakeups::off(),
                 )
             }

@@ -43,6 +43,9 @@ pub(crate) struct Settings {
     /// Coalesce the concurrent calls of locks with fencing tokens (see
     /// `store/server/coalesce.rs`).
     pub(crate) coalesce: bool,
+    /// Release plain locks with the server's conditional delete where it
+    /// has one (see `store/server/commands.rs`).
+    pub(crate) conditional_commands: bool,
 }
 
 impl Default for Settings {
@@ -63,6 +66,7 @@ impl Settings {
             client_name: crate::owner::default_name().into(),
             fenced: false,
             coalesce: true,
+            conditional_commands: true,
         }
     }
 }

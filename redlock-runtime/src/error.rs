@@ -45,6 +45,31 @@ fn held_at_end(holder: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// [`LockError::NotPermitted`]'s `command` for a `NOPERM` of a key or
+/// channel, not of a command.
+pub(crate) const KEY_ACCESS: &str = "its keys or channels";
+
+/// What to do about a command the user's ACL refuses.
+fn not_permitted_advice(command: &str) -> String {
+    let script = matches!(
+        command,
+        "evalsha" | "eval" | "evalsha_ro" | "eval_ro" | "script" | "script|load"
+    );
+    if script {
+        "it runs a script: grant the user `+@scripting` (at least `+evalsha +script|load`). \
+         Without scripts, only plain locks work: no fencing token, fair mode or minimum hold, \
+         `.renew(false)` with a ttl longer than the work (renewal is a script), on a server with \
+         `DELIFEQ` or `DELEX` (Valkey 9, Redis 8.4) for the release"
+            .to_owned()
+    } else if command == KEY_ACCESS {
+        "grant the user the client's keys and channels (`~lock:*` and `&lock:*` for the default \
+         prefix `lock:`)"
+            .to_owned()
+    } else {
+        format!("grant it (`ACL SETUSER <user> +{command}`)")
+    }
+}
+
 /// What to use instead of the synchronizers on a Redlock client.
 pub(crate) const SYNCHRONIZERS_ON_REDLOCK: &str = "a read/write lock, semaphore or latch keeps \
      its state in one store, and Redlock's independent masters share none; build a client on one \
@@ -219,6 +244,23 @@ pub enum LockError {
         source: redis::RedisError,
     },
 
+    /// The server refused a command to the client's user (`NOPERM`): its
+    /// ACL does not allow it. Not transient: it fails at once, and every
+    /// retry would be refused alike.
+    #[error(
+        "the Redis user may not run `{command}`, which the {op} of lock `{key}` needs (NOPERM): {}",
+        not_permitted_advice(command)
+    )]
+    NotPermitted {
+        /// The lock key, without the client's prefix.
+        key: String,
+        /// The operation that failed.
+        op: Operation,
+        /// The refused command, lower case as the server names it
+        /// (`evalsha` for a script).
+        command: String,
+    },
+
     /// Redis did not answer within the command timeout.
     #[error(
         "Redis did not answer the {op} of lock `{key}` within {timeout:?}; it may be down, paused \
@@ -318,6 +360,7 @@ impl fmt::Debug for LockError {
             NodeDown { node, failure, detail, others },
             Connection { key, op, failure, detail },
             Redis { key, op, source },
+            NotPermitted { key, op, command },
             Timeout { key, op, timeout },
             Redirected { key, op, timeout, last },
             Pool { key, op, timeout, last_error },
@@ -441,6 +484,7 @@ impl LockError {
             | Self::Latch { key, .. }
             | Self::InvalidKey { key, .. }
             | Self::Redis { key, .. }
+            | Self::NotPermitted { key, .. }
             | Self::Timeout { key, .. }
             | Self::Redirected { key, .. }
             | Self::Pool { key, .. }

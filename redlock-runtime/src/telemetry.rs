@@ -208,6 +208,7 @@ fn error_kind(error: &LockError) -> &'static str {
         LockError::Connect { .. } => "connect",
         LockError::Connection { .. } => "connection",
         LockError::Redis { .. } => "redis",
+        LockError::NotPermitted { .. } => "not_permitted",
         LockError::Timeout { .. } => "timeout",
         LockError::Redirected { .. } => "redirected",
         LockError::Pool { .. } => "pool",

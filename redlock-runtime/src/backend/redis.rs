@@ -9,6 +9,7 @@ use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
+mod conditional;
 mod force;
 mod inspect;
 mod plain;
@@ -45,7 +46,7 @@ impl RedisBackend {
             && self.restart_delay.is_none();
         if simple {
             return self
-                .acquire_simple(keys, token, ttl, !fenced && fresh, limit)
+                .acquire_simple(keys, token, ttl, fenced, fresh, limit)
                 .await;
         }
         if let Some(presence) = line {
@@ -62,7 +63,7 @@ impl RedisBackend {
                 limit,
                 |r: &Vec<i64>| took(r),
                 |link| {
-                    let not_before = match (delay_ms, link.boot_ms) {
+                    let not_before = match (delay_ms, link.boot_ms()) {
                         (Some(delay), Some(boot)) => boot.saturating_add(delay),
                         _ => 0,
                     };
@@ -212,6 +213,15 @@ impl RedisBackend {
         renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        if renewal.keys.kind == Kind::Lock {
+            // A plain lock: `SET .. IFEQ` where the server has it.
+            let mut answers = self
+                .renew(std::slice::from_ref(renewal), false, limit)
+                .await?;
+            return answers
+                .pop()
+                .unwrap_or_else(|| Err(OpError::Reply("no answer to a renewal".to_owned())));
+        }
         let Renewal { keys, token, ttl } = *renewal;
         let ttl_ms = millis_ceil(ttl);
         let (first, second) = keys.renewed();

@@ -196,7 +196,10 @@ impl OpError {
     pub(crate) fn into_lock_error(self, key: &str, op: Operation) -> LockError {
         let key = key.to_owned();
         match self {
-            Self::Redis(source) => LockError::Redis { key, op, source },
+            Self::Redis(source) => match refused_command(&source) {
+                Some(command) => LockError::NotPermitted { key, op, command },
+                None => LockError::Redis { key, op, source },
+            },
             Self::Timeout(timeout) => LockError::Timeout { key, op, timeout },
             Self::Redirected { timeout, last, .. } => LockError::Redirected {
                 key,
@@ -261,5 +264,42 @@ impl OpError {
                 source: ::redis::RedisError::from(std::io::Error::other(e.to_string())),
             },
         }
+    }
+}
+
+/// The command a `NOPERM` refused, from the server's message ("User u has
+/// no permissions to run the 'evalsha' command"); `None` for any other
+/// error.
+fn refused_command(e: &redis::RedisError) -> Option<String> {
+    use crate::error::KEY_ACCESS;
+    if e.code() != Some("NOPERM") {
+        return None;
+    }
+    let detail = e.detail().unwrap_or_default();
+    let command = detail
+        .split_once("to run the '")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(command, _)| command.to_ascii_lowercase());
+    // "No permissions to access a key" (or "a channel").
+    Some(command.unwrap_or_else(|| KEY_ACCESS.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::KEY_ACCESS;
+
+    fn noperm(detail: &str) -> redis::RedisError {
+        redis::make_extension_error("NOPERM".to_owned(), Some(detail.to_owned()))
+    }
+
+    #[test]
+    fn a_refusal_names_the_command() {
+        let script = noperm("User noscripts has no permissions to run the 'evalsha' command");
+        assert_eq!(refused_command(&script).as_deref(), Some("evalsha"));
+        let key = noperm("No permissions to access a key");
+        assert_eq!(refused_command(&key).as_deref(), Some(KEY_ACCESS));
+        let other = redis::make_extension_error("WRONGTYPE".to_owned(), None);
+        assert_eq!(refused_command(&other), None);
     }
 }

@@ -36,6 +36,9 @@ pub(crate) struct Connect {
     /// Concurrent calls of fenced locks go out as one script call (see
     /// `server/coalesce.rs`); never on a cluster or Redlock node.
     pub(crate) coalesce: bool,
+    /// Releases use the server's conditional delete where it has one (see
+    /// `server/commands.rs`).
+    pub(crate) conditional: bool,
 }
 
 /// Parses a Redis URL (with `tls`'s certificates for a `rediss://` one);
@@ -109,7 +112,8 @@ pub(crate) fn server(
     };
     Ok(RedisBackend::new(plain, waiting, c.fence_retention)
         .with_restart_delay(c.restart_delay)
-        .coalescing(c.coalesce))
+        .coalescing(c.coalesce)
+        .conditional_commands(c.conditional))
 }
 
 /// One Redis server over a pool the user built: shared with them; with

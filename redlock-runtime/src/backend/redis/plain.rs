@@ -21,6 +21,23 @@ use crate::scripts;
 use crate::store::server::coalesce::Call;
 use crate::util::millis_ceil;
 
+/// An acquire attempt's answer: `SET NX`'s alone (OK or nil) or in a batch
+/// (1 or 0), or the acquire script's.
+pub(super) fn read_acquire(answer: Value) -> Result<AcquireReply, OpError> {
+    match answer {
+        Value::Okay | Value::Int(1) => Ok(AcquireReply::Acquired {
+            fence: 0,
+            at_ms: None,
+        }),
+        Value::Nil | Value::Int(0) => Ok(AcquireReply::Busy { pttl: None }),
+        answer => {
+            let reply: Vec<i64> =
+                redis::from_redis_value(answer).map_err(|e| OpError::Reply(e.to_string()))?;
+            Ok(acquire_reply(&reply))
+        }
+    }
+}
+
 impl RedisBackend {
     /// Completes once no acquire of `token` on lane `on` is queued or in a
     /// batch without an answer (within `limit`): a release sent after it
@@ -50,9 +67,16 @@ impl RedisBackend {
         keys: &Keys,
         token: &str,
         ttl: Duration,
-        plain: bool,
+        fenced: bool,
+        fresh: bool,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
+        if !fenced && !fresh && self.conditional_on(On::Waiting, token) {
+            // A later attempt without a token: no script where the server
+            // has the conditional commands.
+            return self.acquire_conditional(keys, token, ttl, limit).await;
+        }
+        let plain = !fenced && fresh;
         let ttl_ms = millis_ceil(ttl);
         let sent = AtomicBool::new(false);
         let answer = self
@@ -75,24 +99,13 @@ impl RedisBackend {
                 }
             })
             .await?;
-        match answer {
-            // `SET NX` alone answers OK or nil; in a batch, 1 or 0.
-            Value::Okay | Value::Int(1) => Ok(AcquireReply::Acquired {
-                fence: 0,
-                at_ms: None,
-            }),
-            Value::Nil | Value::Int(0) => Ok(AcquireReply::Busy { pttl: None }),
-            answer => {
-                let reply: Vec<i64> =
-                    redis::from_redis_value(answer).map_err(|e| OpError::Reply(e.to_string()))?;
-                Ok(acquire_reply(&reply))
-            }
-        }
+        read_acquire(answer)
     }
 
-    /// Releases the lock if `token` holds it (the release script with one
-    /// key, which wakes the waiters); with `coalesce` (a lock with a
-    /// fencing token), coalesced with concurrent calls.
+    /// Releases the lock if `token` holds it, waking the waiters: with
+    /// `coalesce` (a lock with a fencing token), the release script
+    /// coalesced with concurrent calls; else alone, without a script where
+    /// the server allows (see [`conditional`](super::conditional)).
     pub(super) async fn release_simple(
         &self,
         on: On,
@@ -101,6 +114,10 @@ impl RedisBackend {
         coalesce: bool,
         limit: Duration,
     ) -> Result<bool, OpError> {
+        if !coalesce {
+            // Alone: the server's conditional delete where it has one.
+            return self.release_plain(on, keys, token, limit).await;
+        }
         let answer = self
             .one_step(on, token, limit, coalesce, || Call::Release {
                 lock: &keys.lock,

@@ -1,15 +1,20 @@
-//! The watchdog's renewal batch on one Redis: every due lease in one
-//! pipeline of `EVALSHA`s (and `WAIT` with replicas).
+//! Renewals on one Redis: every due lease in one pipeline (and `WAIT`
+//! with replicas). A plain lock's renewal is `SET lock token IFEQ token
+//! PX ttl` where the connection's server has the conditional commands
+//! (see [`conditional`](super::conditional)), else its script, as is every
+//! other lease's.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::Script;
+use redis::{RedisResult, Script, Value};
 
 use super::super::{Kind, OpError, Renewal};
+use super::conditional::renew_conditionally;
 use super::{On, RedisBackend};
 use crate::backend::record::RECORD_RENEW;
 use crate::backend::sync::LEASE_RENEW;
 use crate::scripts::{self, Publish};
+use crate::store::server::commands;
 use crate::util::millis_ceil;
 
 /// The script that renews a lease of this kind (all take the same
@@ -33,6 +38,44 @@ fn renew_scripts() -> [&'static Script; 3] {
     ]
 }
 
+/// The pipeline that renews `items`: with `conditional`, a plain lock's
+/// renewal as `SET .. IFEQ`; `watchdog` renewals never shorten a lease
+/// (the scripts' last argument).
+fn pipeline(items: &[Renewal<'_>], watchdog: bool, conditional: bool) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for r in items {
+        if conditional && r.keys.kind == Kind::Lock {
+            renew_conditionally(&mut pipe, r);
+            continue;
+        }
+        let (first, second) = r.keys.renewed();
+        let cmd = pipe
+            .cmd("EVALSHA")
+            .arg(renew_script(r.keys.kind).get_hash())
+            .arg(1 + usize::from(second.is_some()))
+            .arg(first);
+        if let Some(second) = second {
+            cmd.arg(second);
+        }
+        cmd.arg(r.token)
+            .arg(millis_ceil(r.ttl))
+            .arg(u8::from(watchdog));
+    }
+    pipe
+}
+
+/// Whether a renewal's answer says the script must do it instead: the
+/// server refused the conditional command, or refused the `SET` for
+/// memory (`OOM`), which the script's `PEXPIRE` is not.
+fn needs_script(answer: &RedisResult<Value>) -> bool {
+    matches!(answer, Err(e) if commands::refused(e) || e.code() == Some("OOM"))
+}
+
+fn no_script(answer: &RedisResult<Value>) -> bool {
+    matches!(answer, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+}
+
 impl RedisBackend {
     /// The watchdog's batch: renewals never shorten a lease (a manual
     /// `extend` that landed first keeps its longer one).
@@ -41,63 +84,81 @@ impl RedisBackend {
         items: &[Renewal<'_>],
         limit: Duration,
     ) -> Result<Vec<Result<bool, OpError>>, OpError> {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for r in items {
-            let (first, second) = r.keys.renewed();
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(renew_script(r.keys.kind).get_hash())
-                .arg(1 + usize::from(second.is_some()))
-                .arg(first);
-            if let Some(second) = second {
-                cmd.arg(second);
-            }
-            cmd.arg(r.token).arg(millis_ceil(r.ttl)).arg(1);
-        }
-        if let Some(r) = self.replicas {
-            pipe.cmd("WAIT").arg(r.count).arg(millis_ceil(r.timeout));
-        }
+        self.renew(items, true, limit).await
+    }
+
+    /// Renews `items` in one round trip (see [`pipeline`]).
+    ///
+    /// The conditional `SET` sets the lease to the ttl, where a watchdog's
+    /// script leaves a longer lease alone. A longer lease than the
+    /// watchdog's ttl comes only from a manual `extend`, which holds the
+    /// lock's renewal gate (`LockGuard::extend`) as the watchdog does: the
+    /// two are never in flight together, and once the extend is answered
+    /// the watchdog renews with its ttl. So the `SET` never shortens a
+    /// lease the client counts on.
+    pub(super) async fn renew(
+        &self,
+        items: &[Renewal<'_>],
+        watchdog: bool,
+        limit: Duration,
+    ) -> Result<Vec<Result<bool, OpError>>, OpError> {
+        let wait = self.replicas;
         let limit = self.with_wait(limit);
-        let started = tokio::time::Instant::now();
-        let send = |limit| {
-            self.run(On::Waiting, None, limit, |mut link| {
-                let pipe = &pipe;
+        let started = Instant::now();
+        let left = || {
+            limit
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1))
+        };
+        let send = |limit, scripts_only: bool| {
+            self.run(On::Waiting, None, limit, move |mut link| {
+                let conditional = !scripts_only && link.commands().conditional_delete().is_some();
+                let mut pipe = pipeline(items, watchdog, conditional);
+                if let Some(r) = wait {
+                    pipe.cmd("WAIT").arg(r.count).arg(millis_ceil(r.timeout));
+                }
                 async move {
-                    pipe.query_async::<Vec<redis::RedisResult<i64>>>(&mut link.conn)
-                        .await
+                    let answers: Vec<RedisResult<Value>> = pipe.query_async(&mut link.conn).await?;
+                    if conditional
+                        && answers
+                            .iter()
+                            .any(|a| matches!(a, Err(e) if commands::refused(e)))
+                    {
+                        link.commands().fall_back();
+                    }
+                    Ok((answers, conditional))
                 }
             })
         };
-        let mut answers = send(limit).await?;
-        let no_script = |a: &redis::RedisResult<i64>| matches!(a, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+        let (mut answers, conditional) = send(limit, false).await?;
+        let mut scripts_only = false;
+        if conditional && answers.iter().any(needs_script) {
+            // Renewals are safe to repeat: send them all as scripts.
+            scripts_only = true;
+            answers = send(left(), true).await?.0;
+        }
         if answers.iter().any(no_script) {
             // The script cache was flushed (or Redis restarted): load, resend.
-            let left = limit
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1));
             for script in renew_scripts() {
-                self.run(On::Waiting, None, left, |mut link| async move {
+                self.run(On::Waiting, None, left(), |mut link| async move {
                     script.prepare_invoke().load_async(&mut link.conn).await
                 })
                 .await?;
             }
-            let left = limit
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1));
-            answers = send(left).await?;
+            answers = send(left(), scripts_only).await?.0;
         }
-        if let Some(r) = self.replicas {
+        if let Some(r) = wait {
             // The last answer is WAIT's: the renewals that ran count only
             // if enough replicas have them. A renewal that failed (a
             // cluster redirection, say) keeps its own error.
             let shortfall = match answers.pop() {
-                Some(Ok(acked)) if acked >= i64::from(r.count) => None,
-                Some(Ok(acked)) => Some(OpError::Replicas {
+                Some(Ok(Value::Int(acked))) if acked >= i64::from(r.count) => None,
+                Some(Ok(Value::Int(acked))) => Some(OpError::Replicas {
                     wanted: r.count,
                     acknowledged: u32::try_from(acked.max(0)).unwrap_or(0),
                     timeout: r.timeout,
                 }),
+                Some(Ok(other)) => Some(OpError::Reply(format!("WAIT answered {other:?}"))),
                 Some(Err(e)) => Some(OpError::Reply(format!("WAIT failed: {e}"))),
                 None => Some(OpError::Reply("no answer to WAIT".to_owned())),
             };
@@ -111,9 +172,20 @@ impl RedisBackend {
                     .collect());
             }
         }
-        Ok(answers
-            .into_iter()
-            .map(|a| a.map(|done| done == 1).map_err(OpError::Redis))
-            .collect())
+        Ok(answers.into_iter().map(renewed).collect())
+    }
+}
+
+/// One renewal's answer: the script's 1 or 0, the conditional `SET`'s `OK`
+/// or nil.
+fn renewed(answer: RedisResult<Value>) -> Result<bool, OpError> {
+    match answer {
+        Ok(Value::Int(1) | Value::Okay) => Ok(true),
+        Ok(Value::Int(0) | Value::Nil) => Ok(false),
+        Ok(Value::SimpleString(s)) if s == "OK" => Ok(true),
+        Ok(other) => Err(OpError::Reply(format!(
+            "a renewal answered {other:?}, not 1, 0, OK or nil"
+        ))),
+        Err(e) => Err(OpError::Redis(e)),
     }
 }

@@ -42,6 +42,7 @@ use tokio::sync::Notify;
 use super::super::OpError;
 use super::super::probe::PlainTextProbe;
 use super::super::traced;
+use super::commands::{self, Commands};
 use crate::error::ConnectFailure;
 
 /// Remembers the pool's last connection error, classified, which bb8
@@ -337,13 +338,23 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// What a connection learned about its server when it was made, shared
+/// by the connection's handles.
+#[derive(Debug, Default)]
+pub(crate) struct Learned {
+    /// When the server started, on its own clock (ms): set where the lane
+    /// learns boot times.
+    boot_ms: Option<u64>,
+    /// What the server can do without a script (see [`commands`](super::commands)).
+    commands: Commands,
+}
+
 /// A connection handle as a command gets it.
 #[derive(Clone)]
 pub(crate) struct Link {
     pub(crate) conn: Conn,
-    /// When the server started, on its own clock (ms): set where the lane
-    /// learns boot times.
-    pub(crate) boot_ms: Option<u64>,
+    /// What the connection learned about its server.
+    learned: Arc<Learned>,
     /// Tells this connection apart from a later one in the same slot.
     id: u64,
     /// An exclusive lane's check-out, returned to the pool with the last
@@ -352,6 +363,18 @@ pub(crate) struct Link {
 }
 
 impl Link {
+    /// When the server started, on its own clock (ms): set where the lane
+    /// learns boot times.
+    pub(crate) fn boot_ms(&self) -> Option<u64> {
+        self.learned.boot_ms
+    }
+
+    /// What the server can do without a script, as this connection
+    /// learned it (see [`commands`](super::commands)).
+    pub(crate) fn commands(&self) -> &Commands {
+        &self.learned.commands
+    }
+
     /// Tells this connection apart from a later one in the same slot.
     pub(crate) fn id(&self) -> u64 {
         self.id
@@ -378,6 +401,9 @@ pub(crate) struct Lane {
     last_error: LastError,
     /// Whether new connections learn their server's boot time.
     learn_boot: bool,
+    /// Whether new connections learn what their server can do without a
+    /// script (see [`commands`]).
+    probe_commands: bool,
     /// Whether a refused connection fails the waiting commands at once
     /// (a cluster node: the cluster may have another master for the slot).
     fail_fast: bool,
@@ -414,6 +440,7 @@ impl Lane {
             hasher: RandomState::new(),
             last_error,
             learn_boot: false,
+            probe_commands: true,
             fail_fast: false,
         }
     }
@@ -421,6 +448,13 @@ impl Lane {
     /// New connections learn their server's boot time (see the module docs).
     pub(crate) fn learning_boot_time(mut self) -> Self {
         self.learn_boot = true;
+        self
+    }
+
+    /// Whether new connections learn what their server can do without a
+    /// script (see [`commands`]); on unless turned off here.
+    pub(crate) fn probing_commands(mut self, on: bool) -> Self {
+        self.probe_commands = on;
         self
     }
 
@@ -492,6 +526,11 @@ impl Lane {
         self.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Slot `i`'s connection, if it has one.
+    pub(crate) fn cached(&self, i: usize) -> Option<Link> {
+        self.slot(i).clone()
+    }
+
     /// Slot `i`'s connection (and whether it was there already), filling the
     /// slot when it is empty.
     pub(crate) async fn link(&self, i: usize) -> Result<(Link, bool), OpError> {
@@ -539,9 +578,20 @@ impl Lane {
         } else {
             None
         };
+        let commands = if self.probe_commands {
+            // Bounded like the connect itself (the user's manager's own
+            // connect is not ours to bound: a second).
+            let limit = self
+                .source
+                .pool()
+                .map_or(Duration::from_secs(1), |p| p.config().connection_timeout);
+            commands::probe(conn.clone(), limit).await
+        } else {
+            Commands::none()
+        };
         let link = Link {
             conn,
-            boot_ms,
+            learned: Arc::new(Learned { boot_ms, commands }),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             _held: held,
         };

@@ -17,6 +17,7 @@ use coalesce::Coalescer;
 
 pub(crate) mod call;
 pub(crate) mod coalesce;
+pub(crate) mod commands;
 pub(crate) mod conn;
 mod ping;
 pub(crate) use ping::NodePing;
@@ -112,6 +113,15 @@ impl RedisBackend {
         self
     }
 
+    /// Whether a lock's release uses the server's conditional delete where
+    /// it has one, instead of the script (see [`commands`]); on unless
+    /// turned off here.
+    pub(crate) fn conditional_commands(mut self, on: bool) -> Self {
+        self.plain = self.plain.probing_commands(on);
+        self.waiting = self.waiting.map(|lane| lane.probing_commands(on));
+        self
+    }
+
     /// Redlock: grants nothing until `delay` after the node started (its
     /// lanes must learn boot times).
     pub(crate) fn with_restart_delay(mut self, delay: Option<Duration>) -> Self {
@@ -134,6 +144,14 @@ impl RedisBackend {
             (On::Waiting, Some(lane)) => lane,
             _ => &self.plain,
         }
+    }
+
+    /// Whether `owner`'s connection of lane `on`, if made yet, has the
+    /// conditional commands (see [`commands`]).
+    pub(crate) fn conditional_on(&self, on: On, owner: &str) -> bool {
+        let lane = self.lane(on);
+        lane.cached(lane.slot_of(Some(owner)))
+            .is_some_and(|link| link.commands().conditional_delete().is_some())
     }
 
     /// Runs one command within `limit`, on `owner`'s connection of the lane

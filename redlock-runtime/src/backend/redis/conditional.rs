@@ -1,0 +1,272 @@
+//! A plain lock without scripts, where the server has the conditional
+//! commands (see [`commands`](crate::store::server::commands)): its first
+//! acquire attempt is `SET NX` as everywhere (`plain.rs`), a later one
+//! [`acquire_conditional`](RedisBackend::acquire_conditional), its renewal
+//! `SET lock token IFEQ token PX ttl` (batched with the other renewals,
+//! `renew.rs`), its release a conditional delete (`DELEX key IFEQ token`
+//! or `DELIFEQ key token`), below. Scripts for everything else, and
+//! whenever the server refuses the command.
+//!
+//! The script's release (`shared/release_lock.lua`) deletes the lock and
+//! its waiters' signal in one step and publishes when the signal was
+//! there. Without a script the same happens in two steps:
+//!
+//! 1. `DELEX`/`DELIFEQ` on the lock and `EXISTS` on the signal, pipelined
+//!    (one round trip): whether the lock was this token's, and whether
+//!    someone waits;
+//! 2. only when both: `DEL` the signal and `PUBLISH` (`SPUBLISH` on a
+//!    cluster node) on the lock's channel, one more round trip that the
+//!    release of a lock with waiters needs anyway to wake them.
+//!
+//! **Owner check.** The delete compares the lock's value with the token
+//! on the server, in one command, exactly as the script does: another
+//! owner's lock is never touched.
+//!
+//! **No wake-up is lost.** A waiter marks the signal in the same atomic
+//! step as its busy attempt (`shared/waiting.lua`). If that attempt ran
+//! before the delete, the signal was set before the delete and the
+//! `EXISTS` pipelined after it sees it; if after, the attempt found the
+//! lock free, or another holder whose signal it set in turn. Between the
+//! two steps a new holder's waiter may set the signal again: the second
+//! step then deletes it and publishes, which wakes that waiter early; it
+//! finds the lock busy and marks the signal again. An early wake costs an
+//! attempt, never a lock.
+//!
+//! **A lost answer.** The first step is re-sent like the script (see
+//! [`resend`](crate::store::server::resend)): a re-send that finds the key
+//! gone answers 0 as the script's would, and the end of the lease judges
+//! it the same way. The second step's failure loses nothing: the lock is
+//! released, and a waiter not woken finds it free on its next attempt.
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::super::{AcquireReply, Keys, OpError, Renewal};
+use super::plain::read_acquire;
+use super::{On, RedisBackend};
+use crate::scripts::Publish;
+use crate::store::server::coalesce::{Call, Coalescer};
+use crate::store::server::commands;
+use crate::store::server::conn::Link;
+use crate::util::millis_ceil;
+
+/// Adds a plain lock's renewal without a script to `pipe`: `SET lock token
+/// IFEQ token PX ttl`, which answers `OK`, or nil when the token no longer
+/// holds the lock (the key is then left as it was, or absent).
+pub(super) fn renew_conditionally(pipe: &mut redis::Pipeline, r: &Renewal<'_>) {
+    pipe.cmd("SET")
+        .arg(&r.keys.lock)
+        .arg(r.token)
+        .arg("IFEQ")
+        .arg(r.token)
+        .arg("PX")
+        .arg(millis_ceil(r.ttl).max(1));
+}
+
+/// How much longer than the ttl an attempt's waiters' signal lasts (the
+/// script's margin, `shared/waiting.lua`).
+const SIGNAL_MARGIN_MS: u64 = 2_000;
+
+/// What an acquire attempt answered.
+enum Attempt {
+    /// The conditional attempt: the lock's value before it (none: taken
+    /// now), and its `PTTL` after.
+    Sent { held: Option<Vec<u8>>, pttl: i64 },
+    /// The script (no conditional commands on this connection): its
+    /// answer.
+    Script(Value),
+}
+
+/// What the release's first step answered.
+enum Released {
+    /// The conditional delete: whether the lock was deleted, and whether
+    /// its waiters' signal was there.
+    Deleted { deleted: bool, waited: bool },
+    /// The script (no conditional delete on this connection): its answer.
+    Script(Value),
+}
+
+impl RedisBackend {
+    /// An acquire attempt without a fencing token after a busy one, or
+    /// after one whose outcome is unknown, without a script: one pipeline
+    /// of
+    ///
+    /// 1. `SET waited 1 PX ttl+2s`: the waiters' signal, set before the
+    ///    attempt. A release that deletes the lock after the signal was
+    ///    set sees it and publishes; one before it leaves the lock free
+    ///    for step 2. With the holders' ttl equal to this one (one key,
+    ///    one ttl), the signal outlives the lease it waits on by 2 s, as
+    ///    the script's (`shared/waiting.lua`); with a longer one, a
+    ///    release past the signal's end wakes no one and the waiter comes
+    ///    back on its backoff, which a missed publish always costs. Set
+    ///    also when the lock turns out free: the holder's release then
+    ///    publishes to no one.
+    /// 2. `SET lock token NX PX ttl GET`: takes the lock if free, else
+    ///    answers its value, which is this token's when an earlier send of
+    ///    this attempt took it (a re-send after a lost answer). The script
+    ///    answers both the same way.
+    /// 3. `PTTL lock`: the busy answer's lease left, for the backoff.
+    ///
+    /// Issues no fencing token: one asked for later is issued as for a
+    /// lock taken by a plain `SET NX`.
+    pub(super) async fn acquire_conditional(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let ttl_ms = millis_ceil(ttl).max(1);
+        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        let answer = self
+            .run(On::Waiting, Some(token), limit, |link| async move {
+                let script = |link: Link| async move {
+                    let call = Call::Acquire {
+                        lock: keys.lock.as_str(),
+                        fence: keys.fence.as_str(),
+                        waited: keys.waited.as_str(),
+                        token,
+                        ttl_ms,
+                    };
+                    Coalescer::alone(link, call, retention, publish)
+                        .await
+                        .map(Attempt::Script)
+                };
+                if link.commands().conditional_delete().is_none() {
+                    return script(link).await;
+                }
+                let mut pipe = redis::pipe();
+                pipe.cmd("SET")
+                    .arg(&keys.waited)
+                    .arg("1")
+                    .arg("PX")
+                    .arg(ttl_ms.saturating_add(SIGNAL_MARGIN_MS))
+                    .ignore()
+                    .cmd("SET")
+                    .arg(&keys.lock)
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .arg("GET")
+                    .cmd("PTTL")
+                    .arg(&keys.lock);
+                let mut conn = link.conn.clone();
+                match pipe.query_async::<(Option<Vec<u8>>, i64)>(&mut conn).await {
+                    Ok((held, pttl)) => Ok(Attempt::Sent { held, pttl }),
+                    Err(e) if commands::refused(&e) => {
+                        tracing::debug!(target: "redlock", code = e.code().unwrap_or("?"), "conditional acquire refused; attempting with the script");
+                        link.commands().fall_back();
+                        script(link).await
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        match answer {
+            Attempt::Script(answer) => read_acquire(answer),
+            Attempt::Sent { held: None, .. } => Ok(AcquireReply::Acquired {
+                fence: 0,
+                at_ms: None,
+            }),
+            Attempt::Sent {
+                held: Some(value), ..
+            } if value == token.as_bytes() => Ok(AcquireReply::Acquired {
+                fence: 0,
+                at_ms: None,
+            }),
+            Attempt::Sent { pttl, .. } => Ok(AcquireReply::Busy {
+                pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            }),
+        }
+    }
+
+    /// Releases the lock if `token` holds it, waking its waiters: with the
+    /// server's conditional delete where it has one, else the release
+    /// script (see the module docs).
+    pub(super) async fn release_plain(
+        &self,
+        on: On,
+        keys: &Keys,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let started = Instant::now();
+        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        let answer = self
+            .run(on, Some(token), limit, |link| async move {
+                let script = |link: Link| async move {
+                    let call = Call::Release {
+                        lock: keys.lock.as_str(),
+                        waited: keys.waited.as_str(),
+                        token,
+                    };
+                    Coalescer::alone(link, call, retention, publish)
+                        .await
+                        .map(Released::Script)
+                };
+                let Some(delete) = link.commands().conditional_delete() else {
+                    return script(link).await;
+                };
+                let mut pipe = redis::pipe();
+                delete.add(&mut pipe, &keys.lock, token);
+                pipe.cmd("EXISTS").arg(&keys.waited);
+                let mut conn = link.conn.clone();
+                match pipe.query_async::<(i64, i64)>(&mut conn).await {
+                    Ok((deleted, waited)) => Ok(Released::Deleted {
+                        deleted: deleted == 1,
+                        waited: waited == 1,
+                    }),
+                    Err(e) if commands::refused(&e) => {
+                        // Not the error's text: an unknown command's echoes its
+                        // arguments, the owner token among them.
+                        tracing::debug!(target: "redlock", command = delete.name(), code = e.code().unwrap_or("?"), "conditional delete refused; releasing with the script");
+                        link.commands().fall_back();
+                        script(link).await
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        match answer {
+            Released::Script(answer) => Ok(answer == Value::Int(1)),
+            Released::Deleted { deleted, waited } => {
+                if deleted && waited {
+                    let left = limit
+                        .saturating_sub(started.elapsed())
+                        .max(Duration::from_millis(1));
+                    self.wake_waiters(on, keys, token, left).await;
+                }
+                Ok(deleted)
+            }
+        }
+    }
+
+    /// The release's second step: deletes the waiters' signal and
+    /// publishes on the lock's channel. A failure is logged and dropped
+    /// (see the module docs).
+    async fn wake_waiters(&self, on: On, keys: &Keys, token: &str, limit: Duration) {
+        let publish = match self.publish {
+            Publish::Plain => "PUBLISH",
+            Publish::Sharded => "SPUBLISH",
+        };
+        let woken = self
+            .run(on, Some(token), limit, |mut link| async move {
+                redis::pipe()
+                    .cmd("DEL")
+                    .arg(&keys.waited)
+                    .ignore()
+                    .cmd(publish)
+                    .arg(&keys.lock)
+                    .arg("")
+                    .ignore()
+                    .query_async::<()>(&mut link.conn)
+                    .await
+            })
+            .await;
+        if let Err(error) = woken {
+            tracing::debug!(target: "redlock", %error, "released; waking the waiters failed (they find the lock free on their next attempt)");
+        }
+    }
+}

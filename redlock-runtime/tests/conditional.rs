@@ -1,0 +1,596 @@
+//! A plain lock without scripts (issue "valkey" §2): renewed with `SET ..
+//! IFEQ .. PX` and released with the server's conditional delete where it
+//! has one (`DELIFEQ` on Valkey 9.1, the one these tests start; `DELEX` on
+//! Redis 8.4 and Valkey 9.2 takes the same path and is not tested here, no
+//! such server being installable), the scripts on servers without them
+//! (Redis 7.0), and the scripts again whenever the server refuses the
+//! command (an ACL) or the write (`OOM`).
+//!
+//! What each test counts is `INFO commandstats` of the one server it
+//! starts, which only its clients use.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redlock_runtime::{LockClient, LockClientBuilder, LockError, RetryPolicy};
+use redlock_tests::{FaultProxy, RedisServer, Server, raw_connection};
+use rstest::rstest;
+
+/// `cmdstat_<command>`'s `field` (`calls`, `rejected_calls`), 0 when the
+/// server has not seen the command.
+async fn stat(admin: &mut MultiplexedConnection, command: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{field}=")[..]))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The calls of `EVALSHA` and `EVAL` (a script sent after `NOSCRIPT`).
+async fn scripts_run(admin: &mut MultiplexedConnection) -> u64 {
+    stat(admin, "evalsha", "calls").await + stat(admin, "eval", "calls").await
+}
+
+/// Takes and releases `n` plain locks, each released while held.
+async fn plain_pairs(client: &LockClient, name: &str, n: usize) {
+    for i in 0..n {
+        let guard = client
+            .lock(format!("{name}:{i}"))
+            .acquire()
+            .await
+            .expect("free");
+        guard.release().await.expect("held, released");
+    }
+}
+
+#[rstest]
+#[case::valkey(Server::Valkey, true)]
+#[case::redis(Server::Redis, false)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_release_deletes_without_a_script_where_the_server_can(
+    #[case] server: Server,
+    #[case] conditional: bool,
+) {
+    let redis = RedisServer::start_on(server, &[]).await;
+    let mut admin = raw_connection(redis.url()).await;
+    let client = LockClient::connect(redis.url()).await.expect("connect");
+    plain_pairs(&client, "warm-up", 2).await;
+
+    let (scripts, deletes) = (
+        scripts_run(&mut admin).await,
+        stat(&mut admin, "delifeq", "calls").await,
+    );
+    plain_pairs(&client, "plain", 20).await;
+    let scripts = scripts_run(&mut admin).await - scripts;
+    let deletes = stat(&mut admin, "delifeq", "calls").await - deletes;
+    let name = server.name();
+    if conditional {
+        assert_eq!(deletes, 20, "{name}: one DELIFEQ per release");
+        assert_eq!(scripts, 0, "{name}: a plain pair runs no script");
+    } else {
+        assert_eq!(deletes, 0, "{name}: has no DELIFEQ");
+        assert_eq!(scripts, 20, "{name}: one release script per release");
+    }
+
+    // Another owner's lock is never deleted: a guard whose lease ran out
+    // and was taken over finds it lost, and the new holder keeps it.
+    let first = client
+        .lock("taken-over")
+        .ttl(Duration::from_millis(300))
+        .renew(false)
+        .acquire()
+        .await
+        .expect("free");
+    let other = LockClient::connect(redis.url()).await.expect("connect");
+    let second = other
+        .lock("taken-over")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("free once the first lease ran out");
+    let lost = first.release().await;
+    assert!(
+        matches!(lost, Err(LockError::Lost { .. })),
+        "{name}: releasing a lock taken over: {lost:?}"
+    );
+    assert!(
+        other
+            .inspect("taken-over")
+            .await
+            .expect("inspect")
+            .holder
+            .is_some(),
+        "{name}: the new holder's lock was deleted"
+    );
+    second.release().await.expect("the new holder's to release");
+    assert!(
+        other
+            .inspect("taken-over")
+            .await
+            .expect("inspect")
+            .holder
+            .is_none()
+    );
+
+    // A lock with a fencing token is released by its script (which the
+    // counter needs), conditional commands or not. (A first fenced pair
+    // loads the scripts: no NOSCRIPT adds to the count.)
+    let warm = client.lock("fenced-warm-up").fenced().acquire().await;
+    warm.expect("free").release().await.expect("release");
+    let before = scripts_run(&mut admin).await;
+    let fenced = client
+        .lock("fenced")
+        .fenced()
+        .acquire()
+        .await
+        .expect("free");
+    fenced.release().await.expect("release");
+    assert_eq!(
+        scripts_run(&mut admin).await - before,
+        2,
+        "{name}: a fenced lock's acquire and release are scripts"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turned_off_the_release_is_the_script() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let client = LockClient::builder()
+        .url(valkey.url())
+        .conditional_commands(false)
+        .build()
+        .await
+        .expect("connect");
+    plain_pairs(&client, "warm-up", 2).await;
+    let before = scripts_run(&mut admin).await;
+    plain_pairs(&client, "scripts", 10).await;
+    assert_eq!(scripts_run(&mut admin).await - before, 10);
+    assert_eq!(stat(&mut admin, "delifeq", "calls").await, 0);
+    assert_eq!(
+        stat(&mut admin, "command|info", "calls").await,
+        0,
+        "turned off, nothing is probed"
+    );
+}
+
+/// A client whose user may run every command but `DELIFEQ`: the probe
+/// finds the command, the first release is refused (`NOPERM`) and sent
+/// again as the script, and the connection sends scripts from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_conditional_delete_falls_back_to_the_script() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "locker", "on", "nopass", "~*", "&*", "+@all", "-delifeq",
+        ])
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let url = format!("redis://locker:any@127.0.0.1:{}", valkey.port());
+    let client = LockClient::builder()
+        .url(&url)
+        .pool_size(1)
+        .build()
+        .await
+        .expect("connect as locker");
+    // A fenced pair loads the release script (and uses no DELIFEQ), so no
+    // NOSCRIPT adds to the count below.
+    let warm = client
+        .lock("warm-up")
+        .fenced()
+        .acquire()
+        .await
+        .expect("free");
+    warm.release().await.expect("release");
+    assert_eq!(stat(&mut admin, "delifeq", "calls").await, 0);
+    let before = scripts_run(&mut admin).await;
+    plain_pairs(&client, "refused", 10).await;
+    assert_eq!(
+        stat(&mut admin, "delifeq", "rejected_calls").await,
+        1,
+        "refused once on the one connection, then scripts"
+    );
+    assert_eq!(
+        scripts_run(&mut admin).await - before,
+        10,
+        "every release ran the script"
+    );
+    for i in 0..10 {
+        let left = client
+            .inspect(&format!("refused:{i}"))
+            .await
+            .expect("inspect");
+        assert!(left.holder.is_none(), "refused:{i} was not released");
+    }
+}
+
+/// A user whose ACL forbids scripts (`-@scripting`) on a server with the
+/// conditional commands: plain locks are taken (`SET NX`), renewed by the
+/// watchdog and extended (`SET .. IFEQ`) and released (`DELIFEQ`); what
+/// needs a script fails at once with [`LockError::NotPermitted`], which
+/// names the command and the permission, and is not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "noscripts",
+            "on",
+            "nopass",
+            "~*",
+            "&*",
+            "+@all",
+            "-@scripting",
+        ])
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let url = format!("redis://noscripts:any@127.0.0.1:{}", valkey.port());
+    let client = LockClient::builder()
+        .url(&url)
+        .build()
+        .await
+        .expect("connect as noscripts");
+    for i in 0..5 {
+        let guard = client
+            .lock(format!("plain:{i}"))
+            .acquire()
+            .await
+            .expect("a plain lock needs no script");
+        guard.release().await.expect("nor does its release");
+    }
+    // Held past three of its leases: renewed by the watchdog, extended.
+    let guard = client
+        .lock("renewed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(guard.is_held(), "renewed without a script");
+    guard
+        .extend(Duration::from_secs(5))
+        .await
+        .expect("extended without a script");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("lock:{renewed}")
+        .query_async(&mut admin)
+        .await
+        .expect("PTTL");
+    assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
+    guard.release().await.expect("released without a script");
+
+    // A waiter's attempts after its first busy one, and its wake-up.
+    let other = LockClient::builder()
+        .url(&url)
+        .build()
+        .await
+        .expect("connect as noscripts");
+    let holder = client.lock("waited").acquire().await.expect("free");
+    let waiting = tokio::spawn(async move {
+        let guard = other
+            .lock("waited")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await;
+        guard.map(|g| (Instant::now(), g))
+    });
+    let signal_set = async {
+        loop {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg("lock:{waited}:waited")
+                .query_async(&mut admin)
+                .await
+                .expect("EXISTS");
+            if exists {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), signal_set)
+        .await
+        .expect("the waiter signalled without a script");
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let (taken, guard) = waiting
+        .await
+        .expect("task")
+        .expect("the waiter takes the lock without a script");
+    assert!(
+        taken.saturating_duration_since(released) < Duration::from_secs(1),
+        "woken {:?} after the release",
+        taken.saturating_duration_since(released)
+    );
+    guard.release().await.expect("release");
+    assert_eq!(scripts_run(&mut admin).await, 0, "no script was sent");
+    assert_eq!(stat(&mut admin, "evalsha", "rejected_calls").await, 0);
+
+    let started = Instant::now();
+    let fenced = client
+        .lock("fenced")
+        .fenced()
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await;
+    let err = fenced.expect_err("a fenced acquire is a script");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not retried for the wait: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(&err, LockError::NotPermitted { command, .. } if command == "evalsha"),
+        "a typed error naming the refused command: {err:?}"
+    );
+    assert!(!err.is_transient(), "no retry gets a permission");
+    let text = err.to_string();
+    assert!(
+        text.contains("+@scripting") && !text.contains("any"),
+        "the message says what to grant, and shows no password: {text}"
+    );
+}
+
+#[rstest]
+#[case::valkey(Server::Valkey, true)]
+#[case::redis(Server::Redis, false)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_lock_renews_without_a_script_where_the_server_can(
+    #[case] server: Server,
+    #[case] conditional: bool,
+) {
+    let redis = RedisServer::start_on(server, &[]).await;
+    let mut admin = raw_connection(redis.url()).await;
+    let client = LockClient::connect(redis.url()).await.expect("connect");
+    plain_pairs(&client, "warm-up", 1).await;
+    let name = server.name();
+    let (scripts, sets) = (
+        scripts_run(&mut admin).await,
+        stat(&mut admin, "set", "calls").await,
+    );
+    let guard = client
+        .lock("renewed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .expect("free");
+    // About six watchdog renewals (every third of the ttl).
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert!(guard.is_held(), "{name}: renewed");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("lock:{renewed}")
+        .query_async(&mut admin)
+        .await
+        .expect("PTTL");
+    assert!(
+        pttl > 0 && pttl <= 600,
+        "{name}: a lease of the ttl: {pttl} ms"
+    );
+    guard.extend(Duration::from_secs(5)).await.expect("extend");
+    let scripts = scripts_run(&mut admin).await - scripts;
+    // The acquire's SET NX, the renewals' and the extend's SETs.
+    let sets = stat(&mut admin, "set", "calls").await - sets;
+    if conditional {
+        assert_eq!(scripts, 0, "{name}: renewals and the extend ran no script");
+        assert!(sets >= 4, "{name}: the renewals were SETs: {sets}");
+    } else {
+        assert!(
+            scripts >= 3,
+            "{name}: renewals and the extend are scripts: {scripts}"
+        );
+        assert_eq!(sets, 1, "{name}: only the acquire is a SET");
+    }
+
+    // A lock taken over (its key overwritten) is found lost by the
+    // renewal, which never writes the other owner's key.
+    let _: () = redis::cmd("SET")
+        .arg("lock:{renewed}")
+        .arg("someone-else")
+        .query_async(&mut admin)
+        .await
+        .expect("SET");
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("a renewal finds the lock lost");
+    assert_eq!(
+        reason,
+        redlock_runtime::LostReason::TakenOver,
+        "{name}: lost to another owner"
+    );
+    let value: String = redis::cmd("GET")
+        .arg("lock:{renewed}")
+        .query_async(&mut admin)
+        .await
+        .expect("GET");
+    assert_eq!(
+        value, "someone-else",
+        "{name}: the other owner's value is kept"
+    );
+}
+
+/// A server at `maxmemory` refuses the conditional `SET` (`OOM`), not the
+/// script's `PEXPIRE`: the renewal falls back to the script, and the
+/// lock stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_refused_for_memory_falls_back_to_the_script() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let client = LockClient::connect(valkey.url()).await.expect("connect");
+    let guard = client.lock("full").acquire().await.expect("free");
+    let config = |value: &'static str| {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("SET").arg("maxmemory").arg(value);
+        cmd
+    };
+    let _: () = config("1")
+        .query_async(&mut admin)
+        .await
+        .expect("CONFIG SET maxmemory");
+    let scripts = scripts_run(&mut admin).await;
+    let extended = guard.extend(Duration::from_secs(5)).await;
+    let rejected = stat(&mut admin, "set", "rejected_calls").await;
+    let scripts = scripts_run(&mut admin).await - scripts;
+    let _: () = config("0")
+        .query_async(&mut admin)
+        .await
+        .expect("CONFIG SET maxmemory");
+    extended.expect("extended by the script at maxmemory");
+    assert!(rejected >= 1, "the SET was refused for memory");
+    assert!(scripts >= 1, "the script renewed instead");
+    assert!(guard.is_held());
+    guard.release().await.expect("release");
+}
+
+/// The server behind one address changes (a failover behind a proxy or
+/// a virtual IP): the new connections ask the new server, and use what it
+/// has, the scripts on Redis 7.0, the conditional commands on Valkey 9.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_changed_behind_one_address_is_probed_again() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let redis = RedisServer::start_on(Server::Redis, &[]).await;
+    let (mut at_valkey, mut at_redis) = (
+        raw_connection(valkey.url()).await,
+        raw_connection(redis.url()).await,
+    );
+    let proxy = FaultProxy::start(valkey.addr()).await;
+    // One connection, so one ping after a cut finds it dead and makes the
+    // next: no lock call is sent again (a re-sent acquire is a script).
+    let client = LockClient::builder()
+        .url(proxy.url())
+        .pool_size(1)
+        .build()
+        .await
+        .expect("connect");
+    let pairs = |round: &'static str| {
+        let client = client.clone();
+        async move {
+            for i in 0..5 {
+                let guard = client
+                    .lock(format!("{round}:{i}"))
+                    .acquire()
+                    .await
+                    .expect("free");
+                guard.extend(Duration::from_secs(10)).await.expect("extend");
+                guard.release().await.expect("release");
+            }
+        }
+    };
+    pairs("on-valkey").await;
+    assert_eq!(stat(&mut at_valkey, "delifeq", "calls").await, 5);
+    assert_eq!(scripts_run(&mut at_valkey).await, 0);
+    // Redis's script cache warmed, so no NOSCRIPT adds to the count below.
+    let direct = LockClient::connect(redis.url()).await.expect("connect");
+    let warm = direct.lock("warm-up").acquire().await.expect("free");
+    warm.extend(Duration::from_secs(10)).await.expect("extend");
+    warm.release().await.expect("release");
+    let before = scripts_run(&mut at_redis).await;
+
+    for (to, round) in [
+        (redis.addr(), "on-redis"),
+        (valkey.addr(), "back-on-valkey"),
+    ] {
+        proxy.retarget(to);
+        proxy.cut_all();
+        client.ping().await.expect("the new server answers");
+        pairs(round).await;
+    }
+    assert_eq!(
+        scripts_run(&mut at_redis).await - before,
+        10,
+        "on Redis 7.0, each extend and release ran its script"
+    );
+    assert_eq!(
+        stat(&mut at_valkey, "delifeq", "calls").await,
+        10,
+        "back on Valkey, the releases are DELIFEQ again"
+    );
+    assert_eq!(scripts_run(&mut at_valkey).await, 0);
+}
+
+/// A client whose backoff alone sleeps 2 s between attempts.
+async fn slow_poller(builder: LockClientBuilder) -> LockClient {
+    builder
+        .retry(RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(2)).jitter(false))
+        .build()
+        .await
+        .expect("connect")
+}
+
+/// A release without a script still wakes a waiter at once (its backoff
+/// alone would sleep 2 s): the bound is the one `redis_wakeups.rs` holds
+/// the script's release to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conditional_release_wakes_the_waiter_within_50ms() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let holders = LockClient::connect(valkey.url()).await.expect("connect");
+    let waiters = slow_poller(LockClient::builder().url(valkey.url())).await;
+    for round in 0..3 {
+        let key = format!("push:{round}");
+        let holder = holders.lock(&key).acquire().await.expect("holder");
+        let waiter = {
+            let (waiters, key) = (waiters.clone(), key.clone());
+            tokio::spawn(async move {
+                let guard = waiters
+                    .lock(key)
+                    .wait(Duration::from_secs(10))
+                    .acquire()
+                    .await
+                    .expect("acquire");
+                (Instant::now(), guard)
+            })
+        };
+        // The waiter has signalled (its busy attempt set the key), so it
+        // has subscribed: polling alone would now sleep 2 s.
+        let signal = format!("lock:{{{key}}}:waited");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&signal)
+                .query_async(&mut admin)
+                .await
+                .expect("EXISTS");
+            if exists {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the waiter never signalled");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (deletes, scripts) = (
+            stat(&mut admin, "delifeq", "calls").await,
+            scripts_run(&mut admin).await,
+        );
+        holder.release().await.expect("release");
+        let released = Instant::now();
+        let (acquired, guard) = waiter.await.expect("waiter");
+        assert_eq!(
+            stat(&mut admin, "delifeq", "calls").await - deletes,
+            1,
+            "released with DELIFEQ"
+        );
+        assert_eq!(
+            scripts_run(&mut admin).await,
+            scripts,
+            "the waiter's attempts ran no script"
+        );
+        let delay = acquired.saturating_duration_since(released);
+        assert!(
+            delay <= Duration::from_millis(50),
+            "round {round}: woken {delay:?} after the release; the backoff alone sleeps 2 s"
+        );
+        guard.release().await.expect("release");
+    }
+}
