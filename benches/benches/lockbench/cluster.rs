@@ -89,7 +89,7 @@ async fn pair(client: &LockClient, key: String) {
 pub(crate) async fn cluster(single_url: &str, cfg: &Config) -> ClusterRun {
     eprintln!("  cluster: starting {MASTERS} masters ...");
     let cluster = RedisCluster::start_on(cfg.server, MASTERS, 0, &[]).await;
-    let single = ours_client(single_url, cfg.pool_size).await;
+    let single = ours_client(single_url, cfg.pool_size, cfg.conditional).await;
     let clustered = LockClient::builder()
         .cluster(cluster.urls())
         .pool_size(cfg.pool_size)

@@ -8,7 +8,7 @@ pub(crate) const USAGE: &str = "\
 usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GROUPS]
          [--uncontended-secs S] [--contended-secs S] [--renewal-secs S] [--renewal-locks N]
          [--latch-rounds N] [--uncontended-impls IMPLS] [--coalesce on|off]
-         [--server redis|valkey]
+         [--server redis|valkey] [--conditional on|off]
 
   --quick               about 1 s per cell, renewal of 1,000 locks for 2 s (smoke run)
   --only GROUPS         comma-separated subset of:
@@ -26,14 +26,17 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
                         a ratio without its raw or rslock cell is null)
   --coalesce on|off     whether our clients coalesce the calls of fenced locks (default on,
                         the client's default; off measures what coalescing brings)
+  --conditional on|off  whether our clients release plain locks with the server's conditional
+                        delete where it has one (DELIFEQ on Valkey 9, DELEX on Redis 8.4;
+                        default on, the client's default; off sends the release script)
   --server redis|valkey the server program every group starts (default redis: redis-server
                         on PATH or REDLOCK_REDIS_SERVER; valkey: VALKEY_SERVER or
                         valkey-server on PATH, `bash scripts/install-valkey.sh` prints one)
 
 Environment: LOCKBENCH_QUICK=1, LOCKBENCH_ONLY, LOCKBENCH_UNCONTENDED_SECS,
 LOCKBENCH_CONTENDED_SECS, LOCKBENCH_RENEWAL_SECS, LOCKBENCH_RENEWAL_LOCKS,
-LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS, LOCKBENCH_COALESCE, LOCKBENCH_SERVER
-(flags win),
+LOCKBENCH_LATCH_ROUNDS, LOCKBENCH_UNCONTENDED_IMPLS, LOCKBENCH_COALESCE, LOCKBENCH_SERVER,
+LOCKBENCH_CONDITIONAL (flags win),
 and LOCKBENCH_POOL_SIZE: connections of each of our clients (default 1, the
 client's own default without replicas).
 Needs redis-server on PATH, or REDLOCK_REDIS_SERVER set to one (with --server valkey,
@@ -56,6 +59,9 @@ pub(crate) struct Config {
     pub(crate) uncontended_impls: Vec<&'static str>,
     /// Our clients coalesce the calls of fenced locks (their default).
     pub(crate) coalesce: bool,
+    /// Our clients release plain locks with the server's conditional
+    /// delete where it has one (their default).
+    pub(crate) conditional: bool,
     /// The server program every group starts.
     pub(crate) server: Server,
     pub(crate) run_uncontended: bool,
@@ -82,6 +88,7 @@ impl Default for Config {
             pool_size: 1,
             uncontended_impls: crate::uncontended::UNCONTENDED_IMPLS.to_vec(),
             coalesce: true,
+            conditional: true,
             server: Server::Redis,
             run_uncontended: true,
             run_acquire: true,
@@ -135,6 +142,7 @@ impl Config {
             ("LOCKBENCH_UNCONTENDED_IMPLS", "--uncontended-impls"),
             ("LOCKBENCH_COALESCE", "--coalesce"),
             ("LOCKBENCH_SERVER", "--server"),
+            ("LOCKBENCH_CONDITIONAL", "--conditional"),
         ] {
             if let Some(value) = env(name) {
                 cfg.set(flag, &value).map_err(|e| format!("{name}: {e}"))?;
@@ -196,13 +204,8 @@ impl Config {
             "--renewal-secs" => self.renewal_secs = secs(value)?,
             "--renewal-locks" => self.renewal_locks = count(value)?,
             "--latch-rounds" => self.latch_rounds = count(value)?,
-            "--coalesce" => {
-                self.coalesce = match value {
-                    "on" | "1" | "true" => true,
-                    "off" | "0" | "false" => false,
-                    other => return Err(format!("{flag}: `{other}` is not on or off")),
-                }
-            }
+            "--coalesce" => self.coalesce = on_off(flag, value)?,
+            "--conditional" => self.conditional = on_off(flag, value)?,
             "--server" => {
                 self.server = match value {
                     "redis" => Server::Redis,
@@ -252,5 +255,14 @@ impl Config {
             other => return Err(format!("unknown flag `{other}`")),
         }
         Ok(())
+    }
+}
+
+/// `on` or `off` (also `1`/`0`, `true`/`false`).
+fn on_off(flag: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        other => Err(format!("{flag}: `{other}` is not on or off")),
     }
 }

@@ -236,7 +236,7 @@ where
 {
     let mut clients = Vec::new();
     for _ in 0..CONTENDED_WORKERS {
-        clients.push(ours_client(url, cfg.pool_size).await);
+        clients.push(ours_client(url, cfg.pool_size, cfg.conditional).await);
     }
     let key = format!("contended:{name}");
     contended(name, cfg, clients, move |client, critical, worker| {

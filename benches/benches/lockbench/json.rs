@@ -161,6 +161,9 @@ struct Meta<'a> {
     latch_rounds: usize,
     /// Whether our clients coalesced the calls of fenced locks.
     coalesce: bool,
+    /// Whether our clients released plain locks with the server's
+    /// conditional delete where it has one.
+    conditional: bool,
     /// The server program: `redis` or `valkey` (`redis_version` is then
     /// Valkey's own version).
     server: &'static str,
@@ -335,6 +338,7 @@ pub(crate) fn meta(redis_version: &str, cfg: &Config) {
         renewal_locks: cfg.renewal_locks,
         latch_rounds: cfg.latch_rounds,
         coalesce: cfg.coalesce,
+        conditional: cfg.conditional,
         server: cfg.server.name(),
     }));
 }

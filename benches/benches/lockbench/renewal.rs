@@ -84,7 +84,7 @@ pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConn
         "  renewal: {locks} locks, ttl {RENEWAL_TTL:?}, held {:.1} s ...",
         cfg.renewal_secs.as_secs_f64()
     );
-    let client = ours_client(url, cfg.pool_size).await;
+    let client = ours_client(url, cfg.pool_size, cfg.conditional).await;
     let rss_before_mib = rss_mib();
 
     let started = Instant::now();

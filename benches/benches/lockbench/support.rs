@@ -12,10 +12,11 @@ pub(crate) async fn connect(url: &str) -> MultiplexedConnection {
 }
 
 /// One of our clients, with `pool_size` connections.
-pub(crate) async fn ours_client(url: &str, pool_size: u32) -> LockClient {
+pub(crate) async fn ours_client(url: &str, pool_size: u32, conditional: bool) -> LockClient {
     LockClient::builder()
         .url(url)
         .pool_size(pool_size)
+        .conditional_commands(conditional)
         .build()
         .await
         .expect("our lock client connects")

@@ -199,11 +199,11 @@ impl LatchRun {
 }
 
 pub(crate) async fn sync(url: &str, cfg: &Config) -> SyncRun {
-    let client = ours_client(url, cfg.pool_size).await;
+    let client = ours_client(url, cfg.pool_size, cfg.conditional).await;
     let read = read_vs_plain(&client, cfg).await;
     let mut clients = Vec::new();
     for _ in 0..PERMIT_CLIENTS {
-        clients.push(ours_client(url, cfg.pool_size).await);
+        clients.push(ours_client(url, cfg.pool_size, cfg.conditional).await);
     }
     let permits = permits(&clients, cfg).await;
     let latch = latch_wake(&client, &clients, cfg.latch_rounds).await;

@@ -345,7 +345,7 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
     let bench = Uncontended {
         conn: connect(url).await,
         script: Arc::new(baselines::release_script()),
-        client: ours_client(url, cfg.pool_size).await,
+        client: ours_client(url, cfg.pool_size, cfg.conditional).await,
         fenced: ours_fenced_client(url, cfg.pool_size, cfg.coalesce).await,
         manager: rslock::LockManager::new(vec![url.to_owned()]),
     };
