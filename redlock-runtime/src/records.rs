@@ -333,6 +333,16 @@ impl RecordError {
         self.0.is_transient()
     }
 
+    /// The command the server refused to the client's user (`NOPERM`:
+    /// its ACL does not allow it; `evalsha` for a user without
+    /// `+@scripting`, as records run scripts), lower case. Not transient.
+    pub fn refused_command(&self) -> Option<String> {
+        match &self.0 {
+            OpError::Redis(e) => crate::store::refused_command(e),
+            _ => None,
+        }
+    }
+
     /// True when the in-memory store refused for being full.
     pub fn is_full(&self) -> bool {
         matches!(self.0, OpError::Full(_))

@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
+use redlock_runtime::records::{RecordKeys, Records};
 use redlock_runtime::{LockClient, LockClientBuilder, LockError, RetryPolicy};
 use redlock_tests::{FaultProxy, RedisServer, Server, raw_connection};
 use rstest::rstest;
@@ -341,6 +342,42 @@ async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
     assert!(
         text.contains("+@scripting") && !text.contains("any"),
         "the message says what to grant, and shows no password: {text}"
+    );
+
+    // Fair mode and the synchronizers alike; a record says which command.
+    let fair = client
+        .lock("fair")
+        .fair()
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await;
+    assert!(
+        matches!(&fair, Err(LockError::NotPermitted { command, .. }) if command == "evalsha"),
+        "fair: {fair:?}"
+    );
+    let permit = client.semaphore("permits", 2).acquire().await;
+    assert!(
+        matches!(&permit, Err(LockError::NotPermitted { command, .. }) if command == "evalsha"),
+        "semaphore: {:?}",
+        permit.err()
+    );
+    let records = Records::new(&client);
+    let keys = RecordKeys::new(
+        "payment:7".to_owned(),
+        "idem:{payment:7}".to_owned(),
+        "idem:{payment:7}:fence".to_owned(),
+    );
+    let second = Duration::from_secs(1);
+    let claimed = records
+        .claim(&keys, "fp", second * 30, second * 60, second)
+        .await;
+    let refused = claimed.expect_err("a record's claim is a script");
+    assert_eq!(refused.refused_command().as_deref(), Some("evalsha"));
+    assert!(!refused.is_transient());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "each refused at once: {:?}",
+        started.elapsed()
     );
 }
 

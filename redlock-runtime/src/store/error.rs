@@ -270,7 +270,7 @@ impl OpError {
 /// The command a `NOPERM` refused, from the server's message ("User u has
 /// no permissions to run the 'evalsha' command"); `None` for any other
 /// error.
-fn refused_command(e: &redis::RedisError) -> Option<String> {
+pub(crate) fn refused_command(e: &redis::RedisError) -> Option<String> {
     use crate::error::KEY_ACCESS;
     if e.code() != Some("NOPERM") {
         return None;

@@ -19,6 +19,6 @@ pub(crate) mod sentinel;
 pub(crate) mod server;
 mod traced;
 
-pub(crate) use error::OpError;
+pub(crate) use error::{OpError, refused_command};
 pub(crate) use server::NodePing;
 pub use server::NodeRole;

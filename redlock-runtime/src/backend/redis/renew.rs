@@ -77,8 +77,9 @@ fn no_script(answer: &RedisResult<Value>) -> bool {
 }
 
 impl RedisBackend {
-    /// The watchdog's batch: renewals never shorten a lease (a manual
-    /// `extend` that landed first keeps its longer one).
+    /// The watchdog's batch (the scripts never shorten a lease: a manual
+    /// `extend` that landed first keeps its longer one; see [`renew`](Self::renew)
+    /// for the conditional `SET`).
     pub(crate) async fn extend_many(
         &self,
         items: &[Renewal<'_>],
@@ -90,12 +91,10 @@ impl RedisBackend {
     /// Renews `items` in one round trip (see [`pipeline`]).
     ///
     /// The conditional `SET` sets the lease to the ttl, where a watchdog's
-    /// script leaves a longer lease alone. A longer lease than the
-    /// watchdog's ttl comes only from a manual `extend`, which holds the
-    /// lock's renewal gate (`LockGuard::extend`) as the watchdog does: the
-    /// two are never in flight together, and once the extend is answered
-    /// the watchdog renews with its ttl. So the `SET` never shortens a
-    /// lease the client counts on.
+    /// script leaves a longer lease alone, so a renewal that lands after a
+    /// manual `extend` to a longer ttl shortens the lease. What the guard
+    /// counts on stays within it by the renewal gate and the doubt of
+    /// `HeldLock::sending` (in `lock.rs`, checked by `model/src/extend.rs`).
     pub(super) async fn renew(
         &self,
         items: &[Renewal<'_>],
