@@ -21,7 +21,7 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
   --renewal-locks N     locks held in the renewal scenario (default 10000)
   --latch-rounds N      rounds of the sync group's latch wake-up (default 20)
   --uncontended-impls IMPLS
-                        comma-separated subset of raw,ours,ours_fenced,rslock run by the
+                        comma-separated subset of raw,ours,ours_scripts,ours_fenced,rslock run by the
                         uncontended group (default all; e.g. one of them under a profiler;
                         a ratio without its raw or rslock cell is null)
   --coalesce on|off     whether our clients coalesce the calls of fenced locks (default on,

@@ -27,6 +27,10 @@
 //!   - `ours`: `client.lock(key).acquire()` then `guard.release()` on one
 //!     shared `LockClient` (watchdog on, as by default): a plain `SET NX
 //!     PX`, no fencing token (issued only when asked for);
+//!   - `ours_scripts`: the same on a client built with
+//!     `.conditional_commands(false)`: the release script (and renewal
+//!     script) even where the server has `DELIFEQ`/`DELEX` (on Redis 7.0,
+//!     the same as `ours`);
 //!   - `ours_fenced`: the same on a client built with `.fenced(true)`: the
 //!     acquire is a script that also issues a fencing token;
 //!   - `rslock`: `manager.acquire(key)` then `guard.release()` on one shared

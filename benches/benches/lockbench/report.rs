@@ -65,7 +65,7 @@ pub(crate) fn print_key_space(k: &KeySpace) {
         k.used_memory_human, k.used_memory, k.used_memory_before
     );
     println!(
-        "  pairs measured: {} ({}; plus {} warm-up pairs per implementation). A released lock leaves a fencing counter only when a token was issued: ours_fenced one per key, ours/raw/rslock none",
+        "  pairs measured: {} ({}; plus {} warm-up pairs per implementation). A released lock leaves a fencing counter only when a token was issued: ours_fenced one per key, ours/ours_scripts/raw/rslock none",
         k.pairs_measured,
         pairs.join(", "),
         k.warm_up_pairs

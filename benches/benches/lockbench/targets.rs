@@ -68,6 +68,38 @@ pub(crate) fn targets(
         pass: v.map(|v| v >= 0.75),
     });
 
+    // Issue 34 §3: what the server spends on a pair (goal on Valkey 9.1,
+    // where a plain lock runs no script: see `ours_scripts` for the same
+    // client with the scripts), and what the client spends.
+    let at_32 = |name: &str| {
+        uncontended
+            .iter()
+            .find(|m| m.name == name && m.concurrency == 32 && m.pairs > 0)
+    };
+    let server = at_32("ours")
+        .zip(at_32("rslock"))
+        .map(|(o, r)| (o.server_us_per_pair(), r.server_us_per_pair()));
+    out.push(Target {
+        what: "uncontended server us/pair of ours <= 0.85 x rslock's at concurrency 32 (on Valkey 9.1)"
+            .into(),
+        measured: server.map_or_else(
+            || "not run".into(),
+            |(o, r)| format!("{:.2} ({o:.2} us, rslock {r:.2} us)", o / r),
+        ),
+        pass: server.map(|(o, r)| o <= 0.85 * r),
+    });
+    let client = at_32("ours")
+        .zip(at_32("raw"))
+        .map(|(o, r)| (o.client_us_per_pair(), r.client_us_per_pair()));
+    out.push(Target {
+        what: "uncontended client us/pair of ours <= 1.10 x raw's at concurrency 32".into(),
+        measured: client.map_or_else(
+            || "not run".into(),
+            |(o, r)| format!("{:.2} ({o:.2} us, raw {r:.2} us)", o / r),
+        ),
+        pass: client.map(|(o, r)| o <= 1.10 * r),
+    });
+
     // The targets are for fair mode; until it runs, show the default mode.
     let fair = contended.iter().find(|r| r.name == "ours-fair");
     let (row, mode) = match fair {

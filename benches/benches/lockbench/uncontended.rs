@@ -45,7 +45,8 @@ const UNCONTENDED_SLICE: Duration = Duration::from_millis(500);
 
 /// The uncontended implementations, in the order of their slices' first
 /// round (`--uncontended-impls` picks a subset).
-pub(crate) const UNCONTENDED_IMPLS: [&str; 4] = ["raw", "ours", "ours_fenced", "rslock"];
+pub(crate) const UNCONTENDED_IMPLS: [&str; 5] =
+    ["raw", "ours", "ours_scripts", "ours_fenced", "rslock"];
 
 /// One implementation's cell at one concurrency.
 pub(crate) struct Measured {
@@ -260,6 +261,9 @@ struct Uncontended {
     conn: MultiplexedConnection,
     script: Arc<redis::Script>,
     client: LockClient,
+    /// Our client built with `.conditional_commands(false)`: the scripts
+    /// forced where the server has the conditional commands.
+    scripts: LockClient,
     /// Our client built with `.fenced(true)`.
     fenced: LockClient,
     manager: rslock::LockManager,
@@ -290,9 +294,10 @@ impl Uncontended {
                 )
                 .await
             }
-            "ours" | "ours_fenced" => {
+            "ours" | "ours_scripts" | "ours_fenced" => {
                 let client = match name {
                     "ours" => self.client.clone(),
+                    "ours_scripts" => self.scripts.clone(),
                     _ => self.fenced.clone(),
                 };
                 run(
@@ -336,8 +341,8 @@ impl Uncontended {
 }
 
 /// Each cell's time is cut into slices of about [`UNCONTENDED_SLICE`], run
-/// in rotating order (raw, ours, ours_fenced, rslock; ours, ours_fenced,
-/// rslock, raw; ...) and added up, so that drift in the machine's state
+/// in rotating order (raw, ours, ours_scripts, ours_fenced, rslock; ours,
+/// ours_scripts, ours_fenced, rslock, raw; ...) and added up, so that drift in the machine's state
 /// (other load, CPU placement of client and server) falls on all
 /// implementations alike. Returns the cells and the keys and memory left
 /// on the server.
@@ -346,6 +351,7 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
         conn: connect(url).await,
         script: Arc::new(baselines::release_script()),
         client: ours_client(url, cfg.pool_size, cfg.conditional).await,
+        scripts: ours_client(url, cfg.pool_size, false).await,
         fenced: ours_fenced_client(url, cfg.pool_size, cfg.coalesce).await,
         manager: rslock::LockManager::new(vec![url.to_owned()]),
     };
@@ -394,10 +400,14 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
     for r in &results {
         *pairs_by_impl.entry(r.name).or_insert(0) += r.pairs;
     }
-    let coalesced = [("ours", &bench.client), ("ours_fenced", &bench.fenced)]
-        .into_iter()
-        .map(|(name, client)| (name, redlock_runtime::test_util::coalesced_batches(client)))
-        .collect();
+    let coalesced = [
+        ("ours", &bench.client),
+        ("ours_scripts", &bench.scripts),
+        ("ours_fenced", &bench.fenced),
+    ]
+    .into_iter()
+    .map(|(name, client)| (name, redlock_runtime::test_util::coalesced_batches(client)))
+    .collect();
     let keys = KeySpace {
         coalesced,
         keys_before,
