@@ -285,6 +285,9 @@ struct RenewalRow<'a> {
     periods: f64,
     #[serde(serialize_with = "num")]
     round_trips_per_period: f64,
+    /// redis-server's CPU time per period (µs).
+    #[serde(serialize_with = "num")]
+    server_us_per_period: f64,
     watched_at_end: usize,
     #[serde(serialize_with = "opt_num")]
     rss_before_mib: Option<f64>,
@@ -418,7 +421,7 @@ pub(crate) fn contended(results: &[Contended]) {
 
 pub(crate) fn renewal(r: &Renewal) {
     emit(&Record::Renewal(RenewalRow {
-        implementation: "ours",
+        implementation: r.implementation,
         locks: r.locks,
         ttl_ms: RENEWAL_TTL.as_millis() as u64,
         acquire_secs: r.acquire_secs,
@@ -433,6 +436,7 @@ pub(crate) fn renewal(r: &Renewal) {
         renewal_round_trips: r.round_trips,
         periods: r.periods(),
         round_trips_per_period: r.round_trips_per_period(),
+        server_us_per_period: r.server_us_per_period().round(),
         watched_at_end: r.watched,
         rss_before_mib: r.rss_before_mib,
         rss_holding_mib: r.rss_holding_mib,

@@ -72,8 +72,11 @@
 //! - **renewal** (10 s, [`renewal`]): 10,000 locks with ttl 3 s held by our
 //!   client with the watchdog on; Redis commands per second during the hold
 //!   (from `INFO commandstats`), commands per renewal period (ttl/3), renewal
-//!   round trips per period (`LockClient::renewal_round_trips`), and this
-//!   process's resident memory before acquiring and while holding.
+//!   round trips per period (`LockClient::renewal_round_trips`),
+//!   redis-server's CPU time per period (`INFO cpu`), and this process's
+//!   resident memory before acquiring and while holding; then the same
+//!   with the scripts forced (`ours_scripts`, 10 s more), for the ratio of
+//!   what the server spends where it has the conditional commands.
 //!
 //! - **cluster** ([`cluster`]): our client on a Redis Cluster of 3 masters
 //!   (started through the harness) against our client on the one server,
@@ -165,7 +168,13 @@ async fn main() {
     // Renewal runs first so its memory reading is not inflated by what the
     // other scenarios allocated; it is printed last.
     let renewal = match cfg.run_renewal {
-        true => Some(renewal::renewal(&url, &cfg, &mut admin).await),
+        true => Some(renewal::renewal(&url, &cfg, &mut admin, false).await),
+        false => None,
+    };
+    // The same with the scripts forced, for the ratio of what the server
+    // spends (the same commands on a server without conditional ones).
+    let renewal_scripts = match cfg.run_renewal {
+        true => Some(renewal::renewal(&url, &cfg, &mut admin, true).await),
         false => None,
     };
 
@@ -218,7 +227,7 @@ async fn main() {
         report::print_candidates(&candidates, &cfg);
     }
     report::print_contended(&contended_runs);
-    if let Some(r) = &renewal {
+    for r in renewal.iter().chain(&renewal_scripts) {
         report::print_renewal(r);
     }
     if let Some(c) = &clustered {
@@ -237,7 +246,7 @@ async fn main() {
     }
     json::candidates(&candidates);
     json::contended(&contended_runs);
-    if let Some(r) = &renewal {
+    for r in renewal.iter().chain(&renewal_scripts) {
         json::renewal(r);
     }
     if let Some(c) = &clustered {
@@ -248,7 +257,12 @@ async fn main() {
     }
 
     // Targets.
-    let mut targets = targets::targets(&uncontended, &contended_runs, renewal.as_ref());
+    let mut targets = targets::targets(
+        &uncontended,
+        &contended_runs,
+        renewal.as_ref(),
+        renewal_scripts.as_ref(),
+    );
     targets.extend(targets::cluster_targets(clustered.as_ref()));
     targets.extend(targets::sync_targets(synced.as_ref()));
     targets::print_targets(&targets);

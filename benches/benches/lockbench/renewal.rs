@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 
 use crate::config::Config;
-use crate::support::{commandstats, ours_client, rss_mib};
+use crate::support::{CpuTimes, commandstats, ours_client, rss_mib};
 
 pub(crate) const RENEWAL_TTL: Duration = Duration::from_secs(3);
 /// Tasks that acquire (and release) the renewal locks side by side.
@@ -14,6 +14,8 @@ const RENEWAL_PARALLELISM: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct Renewal {
+    /// `ours`, or `ours_scripts` (the scripts forced).
+    pub(crate) implementation: &'static str,
     pub(crate) locks: usize,
     pub(crate) acquire_secs: f64,
     pub(crate) window_secs: f64,
@@ -28,6 +30,8 @@ pub(crate) struct Renewal {
     pub(crate) release_errors: usize,
     pub(crate) rss_before_mib: Option<f64>,
     pub(crate) rss_holding_mib: Option<f64>,
+    /// redis-server's CPU time in the window (`INFO cpu`).
+    pub(crate) server_cpu: Duration,
 }
 
 impl Renewal {
@@ -73,18 +77,30 @@ impl Renewal {
     pub(crate) fn round_trips_per_period(&self) -> f64 {
         self.round_trips as f64 / self.periods()
     }
+
+    /// redis-server's CPU time per renewal period (µs).
+    pub(crate) fn server_us_per_period(&self) -> f64 {
+        self.server_cpu.as_secs_f64() * 1e6 / self.periods()
+    }
 }
 
-/// Acquires `cfg.renewal_locks` locks with our client, holds them for
+/// Acquires `cfg.renewal_locks` locks with our client (`ours`, or with
+/// `scripts` the scripts forced: `ours_scripts`), holds them for
 /// `cfg.renewal_secs` while the watchdog renews them, and counts what Redis
-/// saw in that window (`admin` reads `INFO commandstats`).
-pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConnection) -> Renewal {
+/// saw in that window (`admin` reads `INFO commandstats` and `INFO cpu`).
+pub(crate) async fn renewal(
+    url: &str,
+    cfg: &Config,
+    admin: &mut MultiplexedConnection,
+    scripts: bool,
+) -> Renewal {
     let locks = cfg.renewal_locks;
+    let implementation = if scripts { "ours_scripts" } else { "ours" };
     eprintln!(
-        "  renewal: {locks} locks, ttl {RENEWAL_TTL:?}, held {:.1} s ...",
+        "  renewal ({implementation}): {locks} locks, ttl {RENEWAL_TTL:?}, held {:.1} s ...",
         cfg.renewal_secs.as_secs_f64()
     );
-    let client = ours_client(url, cfg.pool_size, cfg.conditional).await;
+    let client = ours_client(url, cfg.pool_size, cfg.conditional && !scripts).await;
     let rss_before_mib = rss_mib();
 
     let started = Instant::now();
@@ -112,10 +128,12 @@ pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConn
     let acquire_secs = started.elapsed().as_secs_f64();
 
     let before = commandstats(admin).await;
+    let cpu_before = CpuTimes::now(admin).await;
     let trips_before = redlock_runtime::test_util::renewal_round_trips(&client);
     let window = Instant::now();
     tokio::time::sleep(cfg.renewal_secs).await;
     let trips_after = redlock_runtime::test_util::renewal_round_trips(&client);
+    let server_cpu = CpuTimes::now(admin).await.since(cpu_before).server;
     let after = commandstats(admin).await;
     let window_secs = window.elapsed().as_secs_f64();
     let watched = client.held_locks();
@@ -144,6 +162,7 @@ pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConn
         .filter(|&(_, n)| n > 0)
         .collect();
     Renewal {
+        implementation,
         locks,
         acquire_secs,
         window_secs,
@@ -154,5 +173,6 @@ pub(crate) async fn renewal(url: &str, cfg: &Config, admin: &mut MultiplexedConn
         release_errors,
         rss_before_mib,
         rss_holding_mib,
+        server_cpu,
     }
 }

@@ -17,7 +17,7 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
         cfg.uncontended_secs.as_secs_f64()
     );
     println!(
-        "{:<11} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9} {:>11} {:>11}",
+        "{:<12} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9} {:>11} {:>11}",
         "impl",
         "concurrency",
         "pairs/s",
@@ -30,7 +30,7 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
     );
     for r in results {
         println!(
-            "{:<11} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2} {:>11.2} {:>11.2}",
+            "{:<12} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2} {:>11.2} {:>11.2}",
             r.name,
             r.concurrency,
             r.per_sec(),
@@ -175,8 +175,8 @@ fn mib(v: Option<f64>) -> String {
 
 pub(crate) fn print_renewal(r: &Renewal) {
     println!(
-        "\nrenewal: {} locks, ttl {RENEWAL_TTL:?} (renewed every ttl/3), held {:.1} s by our client",
-        r.locks, r.window_secs
+        "\nrenewal: {} locks, ttl {RENEWAL_TTL:?} (renewed every ttl/3), held {:.1} s by our client ({})",
+        r.locks, r.window_secs, r.implementation
     );
     println!("  acquired all in                  {:.2} s", r.acquire_secs);
     println!(
@@ -196,6 +196,10 @@ pub(crate) fn print_renewal(r: &Renewal) {
         r.round_trips,
         r.periods(),
         r.round_trips_per_period()
+    );
+    println!(
+        "  server CPU per period            {:.0} us (INFO cpu)",
+        r.server_us_per_period()
     );
     let calls: Vec<String> = r.calls.iter().map(|(c, n)| format!("{c} {n}")).collect();
     println!("  calls in the window              {}", calls.join(", "));

@@ -18,6 +18,7 @@ pub(crate) fn targets(
     uncontended: &[Measured],
     contended: &[Contended],
     renewal: Option<&Renewal>,
+    renewal_scripts: Option<&Renewal>,
 ) -> Vec<Target> {
     let mut out = Vec::new();
     for c in CONCURRENCIES {
@@ -167,6 +168,17 @@ pub(crate) fn targets(
         |v| v == 0.0,
     );
 
+    let server = renewal
+        .zip(renewal_scripts)
+        .map(|(o, s)| (o.server_us_per_period(), s.server_us_per_period()));
+    out.push(Target {
+        what: "renewal: server us per period <= 0.6 x the scripts' (on Valkey 9.1)".into(),
+        measured: server.map_or_else(
+            || "not run".into(),
+            |(o, s)| format!("{:.2} ({o:.0} us, scripts {s:.0} us)", o / s),
+        ),
+        pass: server.map(|(o, s)| o <= 0.6 * s),
+    });
     out.push(Target {
         what: "renewal: all locks in <= 2 round trips per period".into(),
         measured: renewal.map_or_else(
