@@ -68,6 +68,27 @@ pub(super) fn renew_conditionally(pipe: &mut redis::Pipeline, r: &Renewal<'_>) {
 /// script's margin, `shared/waiting.lua`).
 const SIGNAL_MARGIN_MS: u64 = 2_000;
 
+/// A pipeline whose answers [`answers`] reads.
+fn pipeline() -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe
+}
+
+/// The answers of `pipe` (made by [`pipeline`]), one per command; the
+/// first command's error as the error of the whole call. Without
+/// `ignore_errors`, redis-rs folds a pipeline's errors into one error of a
+/// kind of its own ("Pipeline failures"), where a Cluster's `ASK`, `MOVED`
+/// or `TRYAGAIN`, or a refused command, must keep its kind for the layers
+/// that follow it (`store/cluster/`) or fall back ([`commands::refused`]).
+async fn answers(
+    pipe: &redis::Pipeline,
+    conn: &mut crate::store::server::conn::Conn,
+) -> redis::RedisResult<Vec<Value>> {
+    let answers: Vec<redis::RedisResult<Value>> = pipe.query_async(conn).await?;
+    answers.into_iter().collect()
+}
+
 /// What an acquire attempt answered.
 enum Attempt {
     /// The conditional attempt: the lock's value before it (none: taken
@@ -136,13 +157,12 @@ impl RedisBackend {
                 if link.commands().conditional_delete().is_none() {
                     return script(link).await;
                 }
-                let mut pipe = redis::pipe();
+                let mut pipe = pipeline();
                 pipe.cmd("SET")
                     .arg(&keys.waited)
                     .arg("1")
                     .arg("PX")
                     .arg(ttl_ms.saturating_add(SIGNAL_MARGIN_MS))
-                    .ignore()
                     .cmd("SET")
                     .arg(&keys.lock)
                     .arg(token)
@@ -153,7 +173,12 @@ impl RedisBackend {
                     .cmd("PTTL")
                     .arg(&keys.lock);
                 let mut conn = link.conn.clone();
-                match pipe.query_async::<(Option<Vec<u8>>, i64)>(&mut conn).await {
+                let answer = answers(&pipe, &mut conn).await.and_then(|answers| {
+                    let (_signal, held, pttl): (Value, Option<Vec<u8>>, i64) =
+                        redis::from_redis_value(Value::Array(answers))?;
+                    Ok((held, pttl))
+                });
+                match answer {
                     Ok((held, pttl)) => Ok(Attempt::Sent { held, pttl }),
                     Err(e) if commands::refused(&e) => {
                         tracing::debug!(target: "redlock", code = e.code().unwrap_or("?"), "conditional acquire refused; attempting with the script");
@@ -209,11 +234,14 @@ impl RedisBackend {
                 let Some(delete) = link.commands().conditional_delete() else {
                     return script(link).await;
                 };
-                let mut pipe = redis::pipe();
+                let mut pipe = pipeline();
                 delete.add(&mut pipe, &keys.lock, token);
                 pipe.cmd("EXISTS").arg(&keys.waited);
                 let mut conn = link.conn.clone();
-                match pipe.query_async::<(i64, i64)>(&mut conn).await {
+                let answer = answers(&pipe, &mut conn)
+                    .await
+                    .and_then(|answers| Ok(redis::from_redis_value::<(i64, i64)>(Value::Array(answers))?));
+                match answer {
                     Ok((deleted, waited)) => Ok(Released::Deleted {
                         deleted: deleted == 1,
                         waited: waited == 1,
@@ -253,16 +281,13 @@ impl RedisBackend {
         };
         let woken = self
             .run(on, Some(token), limit, |mut link| async move {
-                redis::pipe()
-                    .cmd("DEL")
+                let mut pipe = pipeline();
+                pipe.cmd("DEL")
                     .arg(&keys.waited)
-                    .ignore()
                     .cmd(publish)
                     .arg(&keys.lock)
-                    .arg("")
-                    .ignore()
-                    .query_async::<()>(&mut link.conn)
-                    .await
+                    .arg("");
+                answers(&pipe, &mut link.conn).await
             })
             .await;
         if let Err(error) = woken {
