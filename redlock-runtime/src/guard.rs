@@ -198,9 +198,9 @@ impl LockGuard {
     ///
     /// From when it is sent, the guard counts on no more than `ttl` (what
     /// [`remaining`](Self::remaining) says): the extend may land at once.
-    /// When it fails without an answer it may still land later, and the
-    /// guard then counts on no more than `ttl` from each later renewal
-    /// either.
+    /// When it fails without an answer, or this future is dropped while
+    /// it is on its way, it may still land later, and the guard then
+    /// counts on no more than `ttl` from each later renewal either.
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock is no longer this guard's;
@@ -221,7 +221,17 @@ impl LockGuard {
         let (backend, limit) = (self.core.backend(), self.core.settings().command_timeout);
         held.sending(sent, ttl, |t| backend.validity(t));
         self.core.watchdog().lease_changed();
-        match backend.extend(&held.renewal(ttl), limit).await {
+        let in_flight = held.in_flight(ttl);
+        let answer = backend.extend(&held.renewal(ttl), limit).await;
+        if answer.is_ok() {
+            in_flight.answered();
+        } else {
+            // Unknown: it may still land (`in_flight` dropped, below).
+            drop(in_flight);
+            // What is counted may have shrunk: the watchdog renews by it.
+            self.core.watchdog().lease_changed();
+        }
+        match answer {
             Ok(true) => {
                 held.renewed(sent, ttl, |t| backend.validity(t));
                 self.core.watchdog().lease_changed();
@@ -233,12 +243,7 @@ impl LockGuard {
                 let reason = held.lose(backend, prefix, sent, limit).await;
                 Err(self.lost_error(reason))
             }
-            Err(e) => {
-                held.outcome_unknown(ttl);
-                // What is counted may have shrunk: the watchdog renews by it.
-                self.core.watchdog().lease_changed();
-                Err(e.into_lock_error(held.key(), Operation::Extend))
-            }
+            Err(e) => Err(e.into_lock_error(held.key(), Operation::Extend)),
         }
     }
 

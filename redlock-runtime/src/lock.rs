@@ -110,7 +110,9 @@ pub(crate) struct Lease {
     /// Redis side (Redis received the command after it was sent), so this
     /// process may presume the lock held until then.
     pub(crate) deadline: Instant,
-    /// When a failed renewal is to be tried again.
+    /// When the lease is to be renewed sooner than a third of its ttl
+    /// after `sent`: a failed renewal tried again, or a call that shortened
+    /// what is counted (see [`HeldLock::sending`]).
     pub(crate) retry_at: Option<Instant>,
     /// The shortest ttl of a renewal or extend whose answer never came:
     /// it may still land, whenever, and set the lease to it (see
@@ -130,6 +132,28 @@ impl Lease {
     /// no more than a call whose answer never came could leave.
     fn counted(&self, ttl: Duration) -> Duration {
         self.doubt.map_or(ttl, |doubt| doubt.min(ttl))
+    }
+}
+
+/// A renewal or extend on its way (see [`HeldLock::in_flight`]).
+pub(crate) struct InFlight<'a> {
+    held: &'a HeldLock,
+    ttl: Duration,
+    answered: bool,
+}
+
+impl InFlight<'_> {
+    /// The call was answered: its outcome is known.
+    pub(crate) fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.held.outcome_unknown(self.ttl);
+        }
     }
 }
 
@@ -370,7 +394,25 @@ impl HeldLock {
     ) {
         let mut lease = self.lease.lock().unwrap_or_else(PoisonError::into_inner);
         let leaves = sent + validity(lease.counted(ttl));
-        lease.deadline = lease.deadline.min(leaves);
+        if leaves < lease.deadline {
+            lease.deadline = leaves;
+            // Renewed by a third of what is left, as from a confirmation,
+            // should the call's answer not come.
+            let due = sent + leaves.saturating_duration_since(sent) / 3;
+            lease.retry_at = Some(lease.retry_at.map_or(due, |at| at.min(due)));
+        }
+    }
+
+    /// A call to `ttl` about to be sent: unless it is
+    /// [`answered`](InFlight::answered), its outcome is unknown when the
+    /// guard drops (a timeout, an error, or the caller's future dropped
+    /// while it was on its way): see [`outcome_unknown`](Self::outcome_unknown).
+    pub(crate) fn in_flight(&self, ttl: Duration) -> InFlight<'_> {
+        InFlight {
+            held: self,
+            ttl,
+            answered: false,
+        }
     }
 
     /// A renewal or extend to `ttl` got no answer (its outcome is

@@ -8,7 +8,8 @@
 //! `run()` the body's value), on one Redis and on a Cluster whose nodes are
 //! reached through proxies (Redis and Valkey). A lease that truly ran out
 //! before its release still reports `Lost`. And an extend whose answer is
-//! lost may have landed: the guard counts on no more than its ttl.
+//! lost (or whose future was dropped on its way) may have landed: the
+//! guard counts on no more than its ttl.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -395,6 +396,31 @@ async fn an_extend_whose_answer_is_lost_counts_no_more_than_its_ttl(#[case] serv
     assert!(
         left <= Duration::from_secs(2),
         "{name}: after renewals, still counts {left:?}"
+    );
+    guard.release().await.expect("release");
+
+    // The same when the caller drops the extend on its way (its own
+    // timeout, shorter than the client's command timeout).
+    let guard = client
+        .lock("dropped")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("free");
+    proxy.hold_replies(true);
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        guard.extend(Duration::from_secs(2)),
+    )
+    .await;
+    assert!(dropped.is_err(), "{name}: the extend was still waiting");
+    proxy.hold_replies(false);
+    tokio::time::sleep(Duration::from_millis(4_000)).await;
+    assert!(guard.is_held(), "{name}: renewed meanwhile");
+    let left = guard.remaining();
+    assert!(
+        left <= Duration::from_secs(2),
+        "{name}: a dropped extend may still land; the guard counts {left:?}"
     );
     guard.release().await.expect("release");
 }

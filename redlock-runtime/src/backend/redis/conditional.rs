@@ -174,15 +174,21 @@ impl RedisBackend {
                     .arg(&keys.lock);
                 let mut conn = link.conn.clone();
                 let answer = answers(&pipe, &mut conn).await.and_then(|answers| {
+                    // A parse error would quote the lock's value (another
+                    // owner's token): say only what was expected.
                     let (_signal, held, pttl): (Value, Option<Vec<u8>>, i64) =
-                        redis::from_redis_value(Value::Array(answers))?;
+                        redis::from_redis_value(Value::Array(answers)).map_err(|_| {
+                            redis::RedisError::from((
+                                redis::ErrorKind::Parse,
+                                "a conditional acquire's answers are not OK, a value or nil, and a number",
+                            ))
+                        })?;
                     Ok((held, pttl))
                 });
                 match answer {
                     Ok((held, pttl)) => Ok(Attempt::Sent { held, pttl }),
                     Err(e) if commands::refused(&e) => {
-                        tracing::debug!(target: "redlock", code = e.code().unwrap_or("?"), "conditional acquire refused; attempting with the script");
-                        link.commands().fall_back();
+                        link.commands().fall_back(&e);
                         script(link).await
                     }
                     Err(e) => Err(e),
@@ -238,19 +244,18 @@ impl RedisBackend {
                 delete.add(&mut pipe, &keys.lock, token);
                 pipe.cmd("EXISTS").arg(&keys.waited);
                 let mut conn = link.conn.clone();
-                let answer = answers(&pipe, &mut conn)
-                    .await
-                    .and_then(|answers| Ok(redis::from_redis_value::<(i64, i64)>(Value::Array(answers))?));
+                let answer = answers(&pipe, &mut conn).await.and_then(|answers| {
+                    Ok(redis::from_redis_value::<(i64, i64)>(Value::Array(
+                        answers,
+                    ))?)
+                });
                 match answer {
                     Ok((deleted, waited)) => Ok(Released::Deleted {
                         deleted: deleted == 1,
                         waited: waited == 1,
                     }),
                     Err(e) if commands::refused(&e) => {
-                        // Not the error's text: an unknown command's echoes its
-                        // arguments, the owner token among them.
-                        tracing::debug!(target: "redlock", command = delete.name(), code = e.code().unwrap_or("?"), "conditional delete refused; releasing with the script");
-                        link.commands().fall_back();
+                        link.commands().fall_back(&e);
                         script(link).await
                     }
                     Err(e) => Err(e),

@@ -118,12 +118,11 @@ impl RedisBackend {
                 }
                 async move {
                     let answers: Vec<RedisResult<Value>> = pipe.query_async(&mut link.conn).await?;
-                    if conditional
-                        && answers
-                            .iter()
-                            .any(|a| matches!(a, Err(e) if commands::refused(e)))
-                    {
-                        link.commands().fall_back();
+                    let refusal = answers
+                        .iter()
+                        .find_map(|a| a.as_ref().err().filter(|e| commands::refused(e)));
+                    if let (true, Some(refusal)) = (conditional, refusal) {
+                        link.commands().fall_back(refusal);
                     }
                     Ok((answers, conditional))
                 }

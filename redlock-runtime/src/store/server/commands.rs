@@ -51,14 +51,6 @@ impl ConditionalDelete {
             Self::DelIfEq => pipe.cmd("DELIFEQ").arg(key).arg(value),
         };
     }
-
-    /// The command's name, as `INFO commandstats` and logs give it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::DelEx => "DELEX",
-            Self::DelIfEq => "DELIFEQ",
-        }
-    }
 }
 
 const NONE: u8 = 0;
@@ -95,13 +87,16 @@ impl Commands {
         }
     }
 
-    /// The server refused the command this connection learned it had:
-    /// scripts from now on, on every handle of the connection.
-    pub(crate) fn fall_back(&self) {
+    /// The server refused (`refusal`, see [`refused`]) a command this
+    /// connection learned it had: scripts from now on, on every handle of
+    /// the connection. Logs the error's code only: an unknown command's
+    /// text echoes its arguments, the owner token among them.
+    pub(crate) fn fall_back(&self, refusal: &RedisError) {
         if self.0.swap(NONE, Ordering::Relaxed) != NONE {
             tracing::debug!(
                 target: "redlock",
-                "the server refused its conditional delete; this connection uses scripts from now on"
+                code = refusal.code().unwrap_or("?"),
+                "the server refused a conditional command; this connection uses scripts from now on"
             );
         }
     }
@@ -163,9 +158,10 @@ mod tests {
             commands.conditional_delete(),
             Some(ConditionalDelete::DelIfEq)
         );
-        commands.fall_back();
+        let refusal = redis::make_extension_error("NOPERM".to_owned(), None);
+        commands.fall_back(&refusal);
         assert_eq!(commands.conditional_delete(), None);
-        commands.fall_back();
+        commands.fall_back(&refusal);
         assert_eq!(
             Commands::of(Some(ConditionalDelete::DelEx)).conditional_delete(),
             Some(ConditionalDelete::DelEx)
