@@ -94,6 +94,22 @@ impl RedisServer {
         Self::start_inner(Server::Redis, None, extra).await
     }
 
+    /// Like [`RedisServer::start_with_args`], for arguments that name a second
+    /// port of the server's own (a `--tls-port`): `extra` gets a fresh free
+    /// port on each attempt, so a second port taken between probing and
+    /// binding is retried like the main one. Returns the server and the
+    /// second port it listens on.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start_with_args`].
+    pub async fn start_with_second_port(extra: impl Fn(u16) -> Vec<String>) -> (RedisServer, u16) {
+        Self::start_attempts(Server::Redis, None, &|second| {
+            extra(second).into_iter().map(OsString::from).collect()
+        })
+        .await
+    }
+
     /// Like [`RedisServer::start_with_args`], running `server`'s program
     /// (`valkey-server` for [`Server::Valkey`]).
     ///
@@ -142,6 +158,19 @@ impl RedisServer {
         config_file: Option<PathBuf>,
         extra: &[&str],
     ) -> RedisServer {
+        let extra: Vec<OsString> = extra.iter().map(OsString::from).collect();
+        Self::start_attempts(server, config_file, &|_| extra.clone())
+            .await
+            .0
+    }
+
+    /// Starts the server, each attempt on fresh ports: its own, and a second
+    /// one that `extra` may name in the arguments it returns.
+    async fn start_attempts(
+        server: Server,
+        config_file: Option<PathBuf>,
+        extra: &dyn Fn(u16) -> Vec<OsString>,
+    ) -> (RedisServer, u16) {
         let binary = server
             .binary()
             .unwrap_or_else(|message| panic!("{message}"));
@@ -149,11 +178,11 @@ impl RedisServer {
             .prefix("redlock-redis-")
             .tempdir()
             .expect("could not create a temporary directory for redis-server; check that TMPDIR is writable");
-        let extra_args: Vec<OsString> = extra.iter().map(OsString::from).collect();
-
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
+            let second = free_port();
+            let extra_args = extra(second);
             let mut child = spawn(
                 &binary,
                 config_file.as_deref(),
@@ -163,7 +192,7 @@ impl RedisServer {
             );
             match wait_ready(&mut child, loopback(port)).await {
                 Ok(()) => {
-                    return RedisServer {
+                    let started = RedisServer {
                         server,
                         binary,
                         port,
@@ -173,9 +202,10 @@ impl RedisServer {
                         child: Mutex::new(Some(child)),
                         paused: AtomicBool::new(false),
                     };
+                    return (started, second);
                 }
-                // Most likely the port was taken between probing and binding (another
-                // test, or an outgoing connection); try a fresh one.
+                // Most likely a port was taken between probing and binding (another
+                // test, or an outgoing connection); try fresh ones.
                 Err(NotReady::Exited(status)) => {
                     failures.push(format!("port {port}: exited with {status}"))
                 }
@@ -420,7 +450,7 @@ fn loopback(port: u16) -> SocketAddr {
 
 /// A port that was free a moment ago. Someone may take it before redis binds it; the
 /// caller retries in that case.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     StdTcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .expect("could not bind a loopback port to find a free one; is the loopback interface up?")

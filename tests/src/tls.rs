@@ -2,8 +2,6 @@
 //! a server certificate for `127.0.0.1` signed by it, a client certificate
 //! for mutual TLS, and an unrelated CA to trust by mistake.
 
-use std::net::{Ipv4Addr, TcpListener};
-
 use rcgen::{
     BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -152,24 +150,27 @@ impl TlsRedis {
         let cert = write("server.crt", &server_pem.cert);
         let key = write("server.key", &server_pem.key);
         let ca_file = write("ca.crt", &ca.cert_pem);
-        let tls_port = free_port();
-        let port = tls_port.to_string();
         let auth = match auth {
             ClientAuth::Off => "no",
             ClientAuth::Required => "yes",
         };
-        let server = RedisServer::start_with_args(&[
-            "--tls-port",
-            &port,
-            "--tls-cert-file",
-            &cert,
-            "--tls-key-file",
-            &key,
-            "--tls-ca-cert-file",
-            &ca_file,
-            "--tls-auth-clients",
-            auth,
-        ])
+        // The TLS port is chosen afresh on each start attempt, like the plain one.
+        let (server, tls_port) = RedisServer::start_with_second_port(|tls_port| {
+            [
+                "--tls-port",
+                &tls_port.to_string(),
+                "--tls-cert-file",
+                &cert,
+                "--tls-key-file",
+                &key,
+                "--tls-ca-cert-file",
+                &ca_file,
+                "--tls-auth-clients",
+                auth,
+            ]
+            .map(str::to_owned)
+            .into()
+        })
         .await;
         TlsRedis {
             server,
@@ -184,11 +185,4 @@ impl TlsRedis {
     pub fn url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.tls_port)
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("could not bind a loopback port to find a free one")
-        .port()
 }
