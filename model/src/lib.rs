@@ -3,10 +3,11 @@
 //! replica (mutual exclusion, fencing, owner checks); [`redlock`], the
 //! same lock over a majority of independent masters; [`fair`], a fair
 //! lock's line (no overtaking, a bounded wait); [`release`], the end
-//! of a lease when answers are lost (what the release reports); and
+//! of a lease when answers are lost (what the release reports);
 //! [`record`], an idempotency record's lifecycle (one handler at a time, a
 //! completed record stays completed, a takeover gets a new fencing
-//! token).
+//! token); and [`semaphore`], a leased semaphore (the permits believed
+//! held stay within its limit).
 //!
 //! What a node does is what the scripts do, restated over a discrete
 //! clock; the differential suite (`redlock-runtime/tests/differential.rs`)
@@ -33,6 +34,7 @@ mod node;
 pub mod record;
 pub mod redlock;
 pub mod release;
+pub mod semaphore;
 
 /// The fencing clock's units per tick (the model's microseconds): more
 /// than the tokens any bound here issues in one tick. A fencing token is

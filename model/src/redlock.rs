@@ -2,9 +2,15 @@
 //! them hold it (`store/quorum/`, `backend/quorum.rs`).
 //!
 //! # What is modelled
-//! - **Time** is one global clock in ticks, every node's clock too; a
-//!   client judges its lease by its own clock, which may run slow by up
-//!   to [`Config::drift`] ticks (as in [`crate::lock`]).
+//! - **Time** is one global clock in ticks. A client judges its lease by
+//!   its own clock, which may run slow by up to [`Config::drift`] ticks
+//!   over one lease (as in [`crate::lock`]). Each node has a clock of its
+//!   own, in two ways: it may run fast by up to [`Config::node_drift`]
+//!   ticks over one lease, so a lock it granted may expire that much early
+//!   (chosen at each grant); and node 0's clock reads [`Config::skew`]
+//!   ticks ahead of the others' (a fixed offset), which its fencing
+//!   tokens' clock floor reads: a token from the node ahead is above what
+//!   the others issue for as long, the case the skew bound is about.
 //! - **A client's acquire** asks every node in turn, interleaved with
 //!   everything else ([`Action::Ask`]): client 0 in node order, the
 //!   others in any order. Renaming the nodes turns any two orders into
@@ -32,12 +38,17 @@
 //! # Properties
 //! - [`MUTUAL_EXCLUSION`], as in [`crate::lock`]: needs the restart delay
 //!   (a restarted node that grants at once helps a second client to a
-//!   majority).
+//!   majority), and the margin at least the client's drift plus a node's
+//!   (a slow client and a fast node each eat into the lease: the margin
+//!   must cover both at once).
 //! - [`TOKENS_INCREASE`], over the quorum: a hold whose acquire started
 //!   after another hold ended (released, or its lease presumed over) has
 //!   a larger token, restarts or not; not without the release's raise,
 //!   when one node issued more tokens than the others within one tick of
-//!   the clock. (Holds that overlap, where mutual exclusion fails, are not
+//!   the clock; not when the skew between two nodes reaches the ttl less a
+//!   node's drift, where a lease that ran out (nothing raised) leaves a
+//!   token from a node whose clock reads ahead above what the next
+//!   majority's clocks issue. (Holds that overlap, where mutual exclusion fails, are not
 //!   ordered: an acquire that started first may decide last.)
 //! - [`TWO_HOLDS`] (`sometimes`): the bounds reach a second hold.
 
@@ -84,6 +95,12 @@ pub struct Config {
     pub margin: u8,
     /// How many ticks slow a client's clock may run over one lease.
     pub drift: u8,
+    /// How many ticks fast a node's clock may run over one lease: a lock
+    /// it granted expires up to this much early.
+    pub node_drift: u8,
+    /// How many ticks ahead of the others' node 0's clock reads (its
+    /// fencing tokens' clock floor).
+    pub skew: u8,
     /// The clock stops here.
     pub max_time: u8,
     /// How nodes restart.
@@ -94,7 +111,8 @@ pub struct Config {
 
 impl Default for Config {
     /// Three nodes, two clients, two acquires each, a ttl of 3 ticks, a
-    /// margin of 1 for a drift of 1, 5 ticks, no restart.
+    /// margin of 1 for a client's drift of 1, nodes' clocks true, 5
+    /// ticks, no restart.
     fn default() -> Self {
         Self {
             nodes: 3,
@@ -103,6 +121,8 @@ impl Default for Config {
             ttl: 3,
             margin: 1,
             drift: 1,
+            node_drift: 0,
+            skew: 0,
             max_time: 5,
             restart: Restart::Never,
             broken: None,
@@ -149,6 +169,8 @@ pub enum Phase {
 pub struct State {
     now: u8,
     nodes: Vec<Node>,
+    /// How far each node's clock reads ahead of `now` (fixed).
+    offsets: Vec<u8>,
     clients: Vec<(Phase, u8)>,
     /// The largest token of the holds released so far (ghost).
     released: u64,
@@ -173,6 +195,9 @@ pub enum Action {
         client: u8,
         /// The node.
         node: u8,
+        /// How many ticks early the node's clock, running fast, expires
+        /// the lock if it grants it.
+        early: u8,
     },
     /// Every node answered: the client holds the lock (its clock running
     /// `lag` ticks slow over the lease) or gives back.
@@ -217,9 +242,14 @@ impl Model for RedlockModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
+        let mut offsets = vec![0; usize::from(self.0.nodes)];
+        if let Some(first) = offsets.first_mut() {
+            *first = self.0.skew;
+        }
         vec![State {
             now: 1,
             nodes: vec![Node::empty(); usize::from(self.0.nodes)],
+            offsets,
             clients: vec![(Phase::Idle, 0); usize::from(self.0.clients)],
             released: 0,
             holds: 0,
@@ -246,11 +276,23 @@ impl Model for RedlockModel {
                 Phase::Asking { asked, .. } if client == 0 => {
                     // The next node, in order (see the module docs).
                     let node = u8::try_from(asked.count_ones()).unwrap_or(u8::MAX);
-                    actions.push(Action::Ask { client, node });
+                    for early in 0..=c.node_drift {
+                        actions.push(Action::Ask {
+                            client,
+                            node,
+                            early,
+                        });
+                    }
                 }
                 Phase::Asking { asked, .. } => {
                     for node in (0..c.nodes).filter(|n| asked & (1u8 << n) == 0) {
-                        actions.push(Action::Ask { client, node });
+                        for early in 0..=c.node_drift {
+                            actions.push(Action::Ask {
+                                client,
+                                node,
+                                early,
+                            });
+                        }
                     }
                 }
                 Phase::Holding(_) => actions.push(Action::Release(client)),
@@ -289,7 +331,11 @@ impl Model for RedlockModel {
                     attempt + 1,
                 );
             }
-            Action::Ask { client, node } => {
+            Action::Ask {
+                client,
+                node,
+                early,
+            } => {
                 let Phase::Asking {
                     token,
                     started,
@@ -301,10 +347,12 @@ impl Model for RedlockModel {
                 else {
                     return None;
                 };
+                let clock = now + s.offsets[usize::from(node)];
                 let n = &mut s.nodes[usize::from(node)];
                 if n.down_until <= now && n.holder(now).is_none() {
-                    n.lock = Some((token, now + c.ttl));
-                    fence = fence.max(n.next_fence(now, true));
+                    // The node's clock runs its ttl out `early` ticks early.
+                    n.lock = Some((token, now + c.ttl.saturating_sub(early).max(1)));
+                    fence = fence.max(n.next_fence(clock, true));
                     granted |= 1 << node;
                 }
                 s.clients[usize::from(client)].0 = Phase::Asking {
@@ -386,14 +434,16 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} nodes, {} clients x {} acquires, ttl {}, margin {}, drift {}, {} ticks, \
-             restart {:?}, broken {:?}",
+            "{} nodes, {} clients x {} acquires, ttl {}, margin {}, drift {} (nodes {}, skew {}), \
+             {} ticks, restart {:?}, broken {:?}",
             self.nodes,
             self.clients,
             self.acquires,
             self.ttl,
             self.margin,
             self.drift,
+            self.node_drift,
+            self.skew,
             self.max_time,
             self.restart,
             self.broken

@@ -95,7 +95,10 @@ impl fmt::Debug for QuorumBackend {
 }
 
 /// Redlock's allowance for clock drift between the nodes: 1 % of the ttl
-/// plus 2 ms.
+/// plus 2 ms. It must cover, over one lease, the client's clock running
+/// slow and a node's running fast together: each within it alone is not
+/// enough (`model/tests/redlock.rs`,
+/// `the_margin_must_cover_the_clients_drift_and_a_nodes_together`).
 pub(crate) fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
