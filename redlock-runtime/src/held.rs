@@ -83,7 +83,6 @@ impl HeldLease {
             Kind::Permits { limit, permits } => LeaseKind::Permits { permits, limit },
             Kind::Record => LeaseKind::Record,
             // A latch holds no lease, and is never on the books.
-            Kind::Latch => return None,
         };
         let held_for = held.held_for();
         Some(HeldLease {

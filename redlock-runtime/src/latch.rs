@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{Keys, LatchCall, LatchOp, LatchReply, OpError};
+use crate::backend::{LatchCall, LatchKeys, LatchOp, LatchReply, OpError};
 use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
@@ -73,7 +73,7 @@ impl Latch {
     }
 
     /// The latch's keys, once its key and client are checked.
-    fn keys(&self) -> Result<Keys, LockError> {
+    fn keys(&self) -> Result<LatchKeys, LockError> {
         validate_key(&self.key)?;
         if !self.core.backend().supports_synchronizers() {
             return Err(ConfigError::Unsupported {
@@ -83,15 +83,12 @@ impl Latch {
             .into());
         }
         self.core.check_open(&self.key)?;
-        Ok(Keys::latch(
-            &self.core.settings().key_prefix,
-            self.key.clone(),
-        ))
+        Ok(LatchKeys::new(&self.core.settings().key_prefix, &self.key))
     }
 
     async fn call(
         &self,
-        keys: &Keys,
+        keys: &LatchKeys,
         op: LatchOp<'_>,
         limit: Duration,
     ) -> Result<LatchReply, OpError> {
@@ -220,7 +217,7 @@ impl Latch {
         let subscription = self
             .core
             .wakeups()
-            .subscribe(&keys.lock, None, MIN_ATTEMPT.min(timeout))
+            .subscribe(&keys.latch, None, MIN_ATTEMPT.min(timeout))
             .await;
         let mut seen = false;
         let mut retries = 0u32;

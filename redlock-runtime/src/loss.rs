@@ -64,7 +64,7 @@ pub(crate) async fn why(backend: &Backend, found: Found<'_>, limit: Duration) ->
             };
             backend.inspect(&inspect, limit).await.ok()
         }
-        Kind::Record | Kind::Permits { .. } | Kind::Latch => None,
+        Kind::Record | Kind::Permits { .. } => None,
     };
     if let Some(now) = &read {
         if now.ended.contains(&waiter_id(found.token)) {
@@ -89,7 +89,7 @@ fn taken_over(kind: Kind, token: &str, now: &Inspection) -> bool {
     match kind {
         Kind::Lock => other(&now.lock),
         Kind::Write | Kind::Read => other(&now.writer),
-        Kind::Record | Kind::Permits { .. } | Kind::Latch => false,
+        Kind::Record | Kind::Permits { .. } => false,
     }
 }
 

@@ -1,5 +1,6 @@
-//! [`Keys`]: where one lock, record or synchronizer lives in Redis, and
-//! [`Kind`]: which of them it is.
+//! [`Keys`]: where one lock, record or leased synchronizer lives in
+//! Redis, and [`Kind`]: which of them it is; [`LatchKeys`]: where a
+//! countdown latch lives.
 
 /// The Redis keys of one lock: the lease and its fencing counter, sharing a
 /// `{hash tag}` so Redis Cluster puts them in one slot.
@@ -85,21 +86,6 @@ impl Keys {
         }
     }
 
-    /// A countdown latch's keys: `prefix{user}:latch` (a hash with its
-    /// count), and in `fence` the ids of the count-downs done (a set).
-    pub(crate) fn latch(prefix: &str, user: String) -> Self {
-        let lock = format!("{prefix}{{{user}}}:latch");
-        Self {
-            kind: Kind::Latch,
-            fence: format!("{lock}:ids"),
-            waited: String::new(),
-            readers: String::new(),
-            writers: String::new(),
-            user,
-            lock,
-        }
-    }
-
     /// Everything kept under one name, as `Inspect` reads it: the lock's
     /// keys, the read/write lock's (of its `Write` side) and the
     /// semaphore's (its limit and permits play no part in a read).
@@ -118,7 +104,7 @@ impl Keys {
         match self.kind {
             Kind::Read => (&self.readers, None),
             Kind::Permits { .. } => (&self.lock, Some(&self.fence)),
-            Kind::Lock | Kind::Record | Kind::Write | Kind::Latch => (&self.lock, None),
+            Kind::Lock | Kind::Record | Kind::Write => (&self.lock, None),
         }
     }
 
@@ -188,6 +174,32 @@ pub(crate) enum Kind {
     Write,
     /// `permits` of a semaphore of `limit`, under one lease.
     Permits { limit: u32, permits: u32 },
-    /// A countdown latch (not a lease: see [`LatchCall`]).
-    Latch,
+}
+
+/// A countdown latch's keys (not a lease: see
+/// [`LatchCall`](super::LatchCall)), under one hash tag.
+#[derive(Debug, Clone)]
+pub(crate) struct LatchKeys {
+    /// `prefix{user}:latch`: a hash with the count, expiring with the
+    /// latch (the channel its count-downs publish on, too).
+    pub(crate) latch: String,
+    /// `prefix{user}:latch:ids`: the request ids of the count-downs done
+    /// (a set), so a count-down sent twice counts once.
+    pub(crate) ids: String,
+}
+
+impl LatchKeys {
+    /// The latch `user` under `prefix`.
+    pub(crate) fn new(prefix: &str, user: &str) -> Self {
+        let latch = format!("{prefix}{{{user}}}:latch");
+        Self {
+            ids: format!("{latch}:ids"),
+            latch,
+        }
+    }
+
+    /// The keys a store routes a call by (they share one slot).
+    pub(crate) fn routed(&self) -> [&str; 2] {
+        [&self.latch, &self.ids]
+    }
 }

@@ -326,7 +326,7 @@ impl MemoryBackend {
             Kind::Read | Kind::Write | Kind::Permits { .. } => {
                 return self.release_shared(keys, token);
             }
-            Kind::Lock | Kind::Latch => {}
+            Kind::Lock => {}
         }
         let released = self.release(keys, token);
         let next = if fair {
@@ -358,7 +358,7 @@ impl MemoryBackend {
             Kind::Read | Kind::Write | Kind::Permits { .. } => {
                 Some(self.release_shared(keys, token))
             }
-            Kind::Lock | Kind::Latch => None,
+            Kind::Lock => None,
         };
         if let Some(released) = released {
             return match released {
@@ -433,7 +433,7 @@ impl MemoryBackend {
         match keys.kind {
             Kind::Record => return self.records.renew(keys, token, ttl),
             Kind::Read | Kind::Permits { .. } => return self.extend_shared(renewal),
-            Kind::Lock | Kind::Write | Kind::Latch => {}
+            Kind::Lock | Kind::Write => {}
         }
         let now = Instant::now();
         match self.state().held.get_mut(&keys.lock) {

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::time::Duration;
 
-pub(crate) use keys::{Keys, Kind};
+pub(crate) use keys::{Keys, Kind, LatchKeys};
 pub use requests::*;
 
 pub(crate) use crate::store::NodePing;

@@ -114,7 +114,7 @@ impl RedisBackend {
                     .release_shared(self.acquire_lane(), keys, token, limit)
                     .await;
             }
-            Kind::Lock | Kind::Latch => {}
+            Kind::Lock => {}
         }
         let on = self.acquire_lane();
         // An acquire of this token still queued or in a batch: the release

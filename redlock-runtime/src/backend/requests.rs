@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::Keys;
+use super::{Keys, LatchKeys};
 
 /// Reads everything kept under one name (see [`Inspection`]).
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +88,7 @@ pub(crate) struct Available<'a> {
 /// One call on a countdown latch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LatchCall<'a> {
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a LatchKeys,
     pub(crate) op: LatchOp<'a>,
 }
 

@@ -342,14 +342,14 @@ impl MemoryBackend {
                 state.sweep(now);
             }
             let latches = &mut state.sync.latches;
-            if latches.get(&keys.lock).is_some_and(|l| l.expires <= now) {
-                latches.remove(&keys.lock);
+            if latches.get(&keys.latch).is_some_and(|l| l.expires <= now) {
+                latches.remove(&keys.latch);
             }
-            match (op, latches.get_mut(&keys.lock)) {
+            match (op, latches.get_mut(&keys.latch)) {
                 (LatchOp::Set { .. }, Some(_)) => (LatchReply::AlreadySet, false),
                 (LatchOp::Set { count, ttl }, None) => {
                     latches.insert(
-                        keys.lock.clone(),
+                        keys.latch.clone(),
                         Latch {
                             count,
                             expires: now + ttl,
@@ -381,7 +381,7 @@ impl MemoryBackend {
             }
         };
         if wake {
-            self.wake.released(&keys.lock, Some("*"));
+            self.wake.released(&keys.latch, Some("*"));
         }
         reply
     }
@@ -424,7 +424,7 @@ impl MemoryBackend {
 mod tests {
     use std::time::Duration;
 
-    use super::super::super::{Acquire, AcquireReply, Keys, Kind, LatchCall, LatchOp};
+    use super::super::super::{Acquire, AcquireReply, Keys, Kind, LatchCall, LatchKeys, LatchOp};
     use super::MemoryBackend;
     use crate::wakeups::Wakeups;
 
@@ -460,14 +460,14 @@ mod tests {
                 &Keys::semaphore("lock:", format!("s:{i}"), 3, 2),
                 ttl,
             );
-            let latch = Keys::latch("lock:", format!("l:{i}"));
+            let latch = LatchKeys::new("lock:", &format!("l:{i}"));
             let op = LatchOp::Set { count: 2, ttl };
             memory.latch(&LatchCall { keys: &latch, op });
         }
         assert!(memory.entries() >= 30_000, "{}", memory.entries());
         tokio::time::advance(ttl + Duration::from_millis(1)).await;
         // The next sweep (every 1024 calls) forgets them all.
-        let one = Keys::latch("lock:", "l:0".to_owned());
+        let one = LatchKeys::new("lock:", "l:0");
         for _ in 0..1024 {
             memory.latch(&LatchCall {
                 keys: &one,

@@ -23,7 +23,7 @@ use crate::util::millis_ceil;
 /// the keys of [`Keys::renewed`](super::super::Keys::renewed).
 pub(super) fn renew_script(kind: Kind) -> &'static Script {
     match kind {
-        Kind::Lock | Kind::Write | Kind::Latch => scripts::EXTEND.on(Publish::Plain),
+        Kind::Lock | Kind::Write => scripts::EXTEND.on(Publish::Plain),
         Kind::Record => RECORD_RENEW.on(Publish::Plain),
         Kind::Read | Kind::Permits { .. } => LEASE_RENEW.on(Publish::Plain),
     }

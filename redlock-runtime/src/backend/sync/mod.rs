@@ -173,12 +173,12 @@ impl RedisBackend {
                 let ttl_ms = millis_ceil(ttl);
                 let set: i64 = self
                     .acknowledged_write(
-                        &keys.lock,
+                        &keys.latch,
                         limit,
                         |set| *set == 1,
                         |_| {
                             ScriptCall::new(LATCH_SET.on(self.publish))
-                                .key(&keys.lock)
+                                .key(&keys.latch)
                                 .arg(count)
                                 .arg(ttl_ms)
                         },
@@ -196,13 +196,13 @@ impl RedisBackend {
             LatchOp::CountDown { id } => {
                 let left: i64 = self
                     .acknowledged_write(
-                        &keys.lock,
+                        &keys.latch,
                         limit,
                         |left| *left >= 0,
                         |_| {
                             ScriptCall::new(LATCH_COUNT_DOWN.on(self.publish))
-                                .key(&keys.lock)
-                                .key(&keys.fence)
+                                .key(&keys.latch)
+                                .key(&keys.ids)
                                 .arg(id)
                         },
                     )
@@ -219,7 +219,7 @@ impl RedisBackend {
                 let reply: Vec<i64> = self
                     .run(On::Plain, None, limit, |mut link| async move {
                         ScriptCall::new(LATCH_READ.on(self.publish))
-                            .key(&keys.lock)
+                            .key(&keys.latch)
                             .invocation()
                             .invoke_async(&mut link.conn)
                             .await
