@@ -6,8 +6,10 @@
 //! of a lease when answers are lost (what the release reports);
 //! [`record`], an idempotency record's lifecycle (one handler at a time, a
 //! completed record stays completed, a takeover gets a new fencing
-//! token); and [`semaphore`], a leased semaphore (the permits believed
-//! held stay within its limit).
+//! token); [`rw`], a read/write lock (a writer holds alone, a downgrade
+//! included); [`semaphore`], a leased semaphore (the permits believed held
+//! stay within its limit); and [`latch`], a countdown latch (it opens only
+//! once every worker counted down, count-downs sent again or not).
 //!
 //! What a node does is what the scripts do, restated over a discrete
 //! clock; the differential suite (`redlock-runtime/tests/differential.rs`)
@@ -29,11 +31,13 @@
 
 pub mod extend;
 pub mod fair;
+pub mod latch;
 pub mod lock;
 mod node;
 pub mod record;
 pub mod redlock;
 pub mod release;
+pub mod rw;
 pub mod semaphore;
 
 /// The fencing clock's units per tick (the model's microseconds): more

@@ -31,7 +31,7 @@ fn check(what: &str, config: Config, fails: bool) {
         config,
         &[COUNTED_LEASE_HELD],
         fail,
-        EXTENDED_AFTER_A_TIMEOUT,
+        &[EXTENDED_AFTER_A_TIMEOUT],
     );
 }
 

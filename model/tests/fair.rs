@@ -28,7 +28,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
         config,
         &[NO_OVERTAKING, BOUNDED_WAIT],
         fail,
-        GRANTED,
+        &[GRANTED],
     );
 }
 

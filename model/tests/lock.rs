@@ -42,7 +42,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
             OWN_KEY_ONLY,
         ],
         fail,
-        TWO_HOLDERS_WROTE,
+        &[TWO_HOLDERS_WROTE],
     );
 }
 

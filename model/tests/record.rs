@@ -32,7 +32,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
         config,
         &[ONE_HANDLER, COMPLETED_STAYS, NEW_TOKEN],
         fail,
-        TAKEN_OVER,
+        &[TAKEN_OVER],
     );
 }
 

@@ -43,7 +43,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
         config,
         &[MUTUAL_EXCLUSION, TOKENS_INCREASE],
         fail,
-        TWO_HOLDS,
+        &[TWO_HOLDS],
     );
 }
 

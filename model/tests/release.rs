@@ -28,7 +28,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
         config,
         &[NO_FALSE_LOSS, NO_FALSE_RELEASE],
         fail,
-        RESENT_AND_RELEASED,
+        &[RESENT_AND_RELEASED],
     );
 }
 

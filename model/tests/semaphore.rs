@@ -31,7 +31,7 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
         config,
         &[WITHIN_LIMIT],
         fail,
-        TAKEN_OVER,
+        &[TAKEN_OVER],
     );
 }
 
