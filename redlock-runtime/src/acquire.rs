@@ -10,7 +10,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
-use crate::backend::{Acquire, AcquireReply, Keys, Kind};
+use crate::backend::{Acquire, AcquireReply, Keys, Kind, LockKeys, PermitKeys, RwKeys};
 use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
@@ -61,10 +61,12 @@ impl Shape {
     /// The keys of `key` for this shape.
     pub(crate) fn keys(self, prefix: &str, key: String) -> Keys {
         match self {
-            Self::Lock => Keys::new(prefix, key),
-            Self::Read => Keys::rw(prefix, key, Kind::Read),
-            Self::Write => Keys::rw(prefix, key, Kind::Write),
-            Self::Permits { limit, permits } => Keys::semaphore(prefix, key, limit, permits),
+            Self::Lock => Keys::Lock(LockKeys::new(prefix, key)),
+            Self::Read => Keys::Read(RwKeys::new(prefix, key)),
+            Self::Write => Keys::Write(RwKeys::new(prefix, key)),
+            Self::Permits { limit, permits } => {
+                Keys::Permits(PermitKeys::new(prefix, key, limit, permits))
+            }
         }
     }
 }
@@ -100,7 +102,7 @@ pub(crate) fn reentry(core: &Core, p: &Params) -> Result<Option<Arc<RunScope>>, 
     };
     if p.shape == Shape::Write
         && let Some(outer) = &outer
-        && outer.held.keys().kind == Kind::Read
+        && outer.held.keys().kind() == Kind::Read
     {
         return Err(LockError::Upgrade { key: p.key.clone() });
     }
@@ -317,9 +319,9 @@ async fn attempts(
                 // lock was set): given back, as a lost answer is.
                 pending.answered(e.may_have_written());
                 if !e.is_transient() {
-                    return Err(e.into_lock_error(&keys.user, Operation::Acquire));
+                    return Err(e.into_lock_error(keys.user(), Operation::Acquire));
                 }
-                tracing::debug!(target: "redlock", key = %keys.user, error = %e, "acquire attempt failed");
+                tracing::debug!(target: "redlock", key = %keys.user(), error = %e, "acquire attempt failed");
                 (Err(e), None)
             }
         };
@@ -334,17 +336,17 @@ async fn attempts(
                     Box::pin(pending.give_back_now()).await;
                     Ok(Outcome::Busy)
                 }
-                Err(e) => Err(e.into_lock_error(&keys.user, Operation::Acquire)),
+                Err(e) => Err(e.into_lock_error(keys.user(), Operation::Acquire)),
             };
         }
         if retries == 0 {
-            tracing::debug!(target: "redlock", key = %keys.user, wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
+            tracing::debug!(target: "redlock", key = %keys.user(), wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
             if result.is_ok() {
                 woken = None;
                 subscription = core
                     .wakeups()
                     .subscribe(
-                        &keys.lock,
+                        keys.main(),
                         p.fair.then_some(token.as_str()),
                         remaining.min(MIN_ATTEMPT),
                     )
@@ -366,7 +368,7 @@ async fn attempts(
             // Boxed: a pointer in every acquire's future, not the wait's
             // state (the acquire future's size is pinned by a test).
             () = Box::pin(core.closed()) => {
-                return Err(LockError::ShutDown { key: keys.user.clone() });
+                return Err(LockError::ShutDown { key: keys.user().to_owned() });
             }
         }
         // A fair release that handed us the lock: ours without asking.
@@ -394,7 +396,7 @@ async fn attempts(
     pending.took();
     tracing::debug!(
         target: "redlock",
-        key = %keys.user,
+        key = %keys.user(),
         fencing_token = (got.fence > 0).then_some(got.fence),
         waited_ms = started.elapsed().as_millis() as u64,
         retries,

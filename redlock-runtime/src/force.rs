@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{ForceRelease, Keys};
+use crate::backend::{ForceRelease, keys};
 use crate::core::Core;
 use crate::error::{LockError, Operation};
 use crate::inspect::Holder;
@@ -42,9 +42,9 @@ pub(crate) async fn force_release(core: &Arc<Core>, key: &str) -> Result<ForceRe
     validate_key(key)?;
     core.check_open(key)?;
     let settings = core.settings();
-    let [keys, rw, _] = Keys::of_name(&settings.key_prefix, key);
+    let (lock, rw, _) = keys::of_name(&settings.key_prefix, key);
     let force = ForceRelease {
-        keys: &keys,
+        keys: &lock,
         rw: &rw,
     };
     let reply = (core.backend())

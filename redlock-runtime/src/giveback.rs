@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{GiveBack, Keys};
+use crate::backend::{GiveBack, Keys, LockKeys};
 use crate::core::Core;
 
 /// What an acquire in progress may hold in Redis: given back on drop unless
@@ -100,7 +100,7 @@ impl PendingAcquire {
         };
         let limit = self.core.settings().command_timeout;
         if let Ok(released) = self.core.backend().give_back(&give_back, limit).await {
-            tracing::debug!(target: "redlock", key = %self.keys.user, released, "acquire given back");
+            tracing::debug!(target: "redlock", key = %self.keys.user(), released, "acquire given back");
             self.in_flight = false;
             self.unknown = false;
             self.queued = false;
@@ -121,7 +121,7 @@ impl Drop for PendingAcquire {
             return; // no runtime left: the lease runs out by itself
         };
         let core = Arc::clone(&self.core);
-        let keys = std::mem::replace(&mut self.keys, Keys::new("", String::new()));
+        let keys = std::mem::replace(&mut self.keys, Keys::Lock(LockKeys::new("", String::new())));
         let token = std::mem::take(&mut self.token);
         let fair = self.fair;
         // Tracked: a shutdown waits for it.
@@ -132,16 +132,16 @@ impl Drop for PendingAcquire {
                 fair,
             };
             let given = core
-                .retry_until(&keys.user, until, |limit| {
+                .retry_until(keys.user(), until, |limit| {
                     core.backend().give_back(&give_back, limit)
                 })
                 .await;
             match given {
                 Some(released) => {
-                    tracing::debug!(target: "redlock", key = %keys.user, released, "acquire given back");
+                    tracing::debug!(target: "redlock", key = %keys.user(), released, "acquire given back");
                 }
                 None => {
-                    tracing::warn!(target: "redlock", key = %keys.user, "could not give back an abandoned acquire; its lease ends by itself")
+                    tracing::warn!(target: "redlock", key = %keys.user(), "could not give back an abandoned acquire; its lease ends by itself")
                 }
             }
         });

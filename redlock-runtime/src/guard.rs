@@ -8,7 +8,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
-use crate::backend::{Downgrade, Kind, OpError};
+use crate::backend::{Downgrade, Keys, OpError};
 use crate::core::Core;
 use crate::error::{LockError, LostReason, Operation};
 use crate::lock::{HeldLock, Lost};
@@ -360,10 +360,7 @@ impl LockGuard {
     /// Redis failures as in [`release`](Self::release), after which the
     /// write lock is still held.
     pub async fn downgrade(mut self) -> Result<LockGuard, LockError> {
-        let Some(renewal_id) = self
-            .renewal_id
-            .filter(|_| self.held.keys().kind == Kind::Write)
-        else {
+        let (Some(renewal_id), Keys::Write(rw)) = (self.renewal_id, self.held.keys()) else {
             return Err(crate::error::ConfigError::Unsupported {
                 feature: "downgrade()",
                 reason: "only the guard that took a write lock (`rw_lock(..).write()`) can be \
@@ -380,7 +377,7 @@ impl LockGuard {
         let sent = Instant::now();
         let (backend, limit) = (core.backend(), core.settings().command_timeout);
         let downgrade = Downgrade {
-            keys: held.keys(),
+            keys: rw,
             token: held.token(),
             ttl,
         };

@@ -76,7 +76,7 @@ impl HeldLease {
             return None;
         }
         let keys = held.keys();
-        let kind = match keys.kind {
+        let kind = match keys.kind() {
             Kind::Lock => LeaseKind::Lock,
             Kind::Read => LeaseKind::Read,
             Kind::Write => LeaseKind::Write,
@@ -86,7 +86,7 @@ impl HeldLease {
         };
         let held_for = held.held_for();
         Some(HeldLease {
-            key: keys.user.clone(),
+            key: keys.user().to_owned(),
             kind,
             since: SystemTime::now()
                 .checked_sub(held_for)

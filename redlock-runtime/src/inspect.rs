@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::acquire::Shape;
-use crate::backend::{Inspect, Inspection, Keys, Lease};
+use crate::backend::{Inspect, Inspection, Lease, keys};
 use crate::core::Core;
 use crate::error::{LockError, Operation};
 use crate::util::validate_key;
@@ -186,9 +186,9 @@ async fn read(
     key: &str,
     limit: Duration,
 ) -> Result<Inspection, crate::backend::OpError> {
-    let [keys, rw, semaphore] = Keys::of_name(&core.settings().key_prefix, key);
+    let (lock, rw, semaphore) = keys::of_name(&core.settings().key_prefix, key);
     let inspect = Inspect {
-        keys: &keys,
+        keys: &lock,
         rw: &rw,
         semaphore: &semaphore,
     };

@@ -194,7 +194,7 @@ pub(crate) struct HeldLock {
 impl fmt::Debug for HeldLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldLock")
-            .field("key", &self.keys.user)
+            .field("key", &self.keys.user())
             .field("fence", &self.issued_fence())
             .field("renew", &self.renew)
             .finish_non_exhaustive()
@@ -217,7 +217,7 @@ impl HeldLock {
             labels,
             parent,
         } = taken;
-        let span = telemetry::hold_span(&parent, &keys.user, fence);
+        let span = telemetry::hold_span(&parent, keys.user(), fence);
         Self {
             client,
             keys,
@@ -246,8 +246,10 @@ impl HeldLock {
     /// The read lock this write lock became (same key, token and fencing
     /// token), its lease confirmed at `sent`.
     pub(crate) fn downgraded(&self, sent: Instant, validity: Duration) -> Self {
-        let mut keys = self.keys.clone();
-        keys.kind = crate::backend::Kind::Read;
+        let keys = match &self.keys {
+            Keys::Write(rw) => Keys::Read(rw.clone()),
+            other => other.clone(),
+        };
         let taken = Taken {
             keys,
             token: self.token.clone(),
@@ -270,7 +272,7 @@ impl HeldLock {
 
     /// The key as the user gave it.
     pub(crate) fn key(&self) -> &str {
-        &self.keys.user
+        self.keys.user()
     }
 
     pub(crate) fn keys(&self) -> &Keys {
@@ -311,7 +313,7 @@ impl HeldLock {
             return Ok(fence);
         }
         let lost = |reason| LockError::Lost {
-            key: self.keys.user.clone(),
+            key: self.keys.user().to_owned(),
             reason,
         };
         if let Some(reason) = self.reentry_refused() {
@@ -329,7 +331,7 @@ impl HeldLock {
                 Ok(fence)
             }
             Ok(None) => Err(lost(self.lose(backend, prefix, sent, limit).await)),
-            Err(e) => Err(e.into_lock_error(&self.keys.user, Operation::Fence)),
+            Err(e) => Err(e.into_lock_error(self.keys.user(), Operation::Fence)),
         }
     }
 
@@ -639,7 +641,7 @@ impl HeldLock {
             }
         });
         if first {
-            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user, fencing_token = self.issued_fence(), %reason, "lock lost");
+            tracing::warn!(target: "redlock", parent: &self.span, key = %self.keys.user(), fencing_token = self.issued_fence(), %reason, "lock lost");
         }
     }
 
@@ -679,10 +681,10 @@ impl HeldLock {
         let (ended, resent) = resend::track(backend.end(&end, limit)).await;
         let ended = ended?;
         if ended == Ended::HeldUntilMinimum {
-            tracing::debug!(target: "redlock", key = %self.keys.user, "lock kept until its minimum hold ends");
+            tracing::debug!(target: "redlock", key = %self.keys.user(), "lock kept until its minimum hold ends");
         }
         if ended == Ended::NotOwner && resent && presumed_held {
-            tracing::debug!(target: "redlock", key = %self.keys.user, "the release's answer was lost and its re-send found the lock gone: taken as released, the lease was held until the release went out");
+            tracing::debug!(target: "redlock", key = %self.keys.user(), "the release's answer was lost and its re-send found the lock gone: taken as released, the lease was held until the release went out");
             return Ok(true);
         }
         Ok(ended != Ended::NotOwner)

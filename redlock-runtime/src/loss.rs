@@ -34,7 +34,7 @@
 
 use std::time::Duration;
 
-use crate::backend::{Backend, Inspect, Inspection, Keys, Kind};
+use crate::backend::{Backend, Inspect, Inspection, Keys, Kind, keys};
 use crate::error::LostReason;
 use crate::wakeups::waiter_id;
 
@@ -54,11 +54,11 @@ pub(crate) struct Found<'a> {
 /// Why the lease in `found` was lost (see the module docs), reading the
 /// name within `limit`.
 pub(crate) async fn why(backend: &Backend, found: Found<'_>, limit: Duration) -> LostReason {
-    let read = match found.keys.kind {
+    let read = match found.keys.kind() {
         Kind::Lock | Kind::Write | Kind::Read => {
-            let [keys, rw, semaphore] = Keys::of_name(found.prefix, &found.keys.user);
+            let (lock, rw, semaphore) = keys::of_name(found.prefix, found.keys.user());
             let inspect = Inspect {
-                keys: &keys,
+                keys: &lock,
                 rw: &rw,
                 semaphore: &semaphore,
             };
@@ -70,7 +70,7 @@ pub(crate) async fn why(backend: &Backend, found: Found<'_>, limit: Duration) ->
         if now.ended.contains(&waiter_id(found.token)) {
             return LostReason::EndedByOperator;
         }
-        if taken_over(found.keys.kind, found.token, now) {
+        if taken_over(found.keys.kind(), found.token, now) {
             return LostReason::TakenOver;
         }
     }

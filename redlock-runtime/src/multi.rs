@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::acquire::{self, Outcome, Params};
-use crate::backend::{GroupAcquire, GroupReply, Keys, Kind};
+use crate::backend::{GroupAcquire, GroupReply, Keys, Kind, LockKeys};
 use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
@@ -238,9 +238,9 @@ impl MultiLock {
         validate_wait(self.wait)?;
         self.core.check_open(&self.keys[0])?;
         let deadline = Instant::now() + self.wait;
-        let mut groups: BTreeMap<String, Vec<Keys>> = BTreeMap::new();
+        let mut groups: BTreeMap<String, Vec<LockKeys>> = BTreeMap::new();
         for key in &self.keys {
-            let keys = Keys::new(&settings.key_prefix, key.clone());
+            let keys = LockKeys::new(&settings.key_prefix, key.clone());
             let group = groups.entry(keys.tag().to_owned()).or_default();
             if !group.iter().any(|k| k.lock == keys.lock) {
                 group.push(keys);
@@ -279,7 +279,7 @@ impl MultiLock {
     /// Takes the keys of `group` one by one, as lock acquires.
     async fn each(
         &self,
-        group: Vec<Keys>,
+        group: Vec<LockKeys>,
         ttl: Duration,
         deadline: Instant,
         guards: &mut Vec<LockGuard>,
@@ -302,7 +302,7 @@ impl MultiLock {
     /// (woken by the releases of the key that was busy) until `deadline`.
     async fn group(
         &self,
-        group: Vec<Keys>,
+        group: Vec<LockKeys>,
         ttl: Duration,
         deadline: Instant,
         guards: &mut Vec<LockGuard>,
@@ -312,7 +312,14 @@ impl MultiLock {
         let token = core.new_token(false);
         let mut pending: Vec<PendingAcquire> = group
             .iter()
-            .map(|k| PendingAcquire::new(Arc::clone(core), k.clone(), token.clone(), false))
+            .map(|k| {
+                PendingAcquire::new(
+                    Arc::clone(core),
+                    Keys::Lock(k.clone()),
+                    token.clone(),
+                    false,
+                )
+            })
             .collect();
         let mut subscription: Option<(usize, Subscription)> = None;
         let mut retries = 0u32;
@@ -344,7 +351,7 @@ impl MultiLock {
                         let labels =
                             Labels::new(self.label.as_ref(), &keys.user, core.backend().mode());
                         let taken = Taken {
-                            keys,
+                            keys: Keys::Lock(keys),
                             token: token.clone(),
                             fence,
                             ttl,

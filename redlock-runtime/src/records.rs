@@ -66,7 +66,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::memory::MemoryBackend;
-use crate::backend::{Backend, Claim, Complete, Keys, Mode, OpError};
+use crate::backend::{self, Backend, Claim, Complete, Keys, Mode, OpError};
 use crate::client::LockClient;
 use crate::core::Core;
 use crate::giveback::PendingAcquire;
@@ -145,7 +145,12 @@ impl Records {
             return Err(RecordError(OpError::ShutDown));
         }
         let token = uuid::Uuid::new_v4().to_string();
-        let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), false);
+        let mut pending = PendingAcquire::new(
+            Arc::clone(core),
+            Keys::Record(keys.clone()),
+            token.clone(),
+            false,
+        );
         let sent = Instant::now();
         pending.sending(sent, lease);
         let claim = Claim {
@@ -169,7 +174,7 @@ impl Records {
         let claimed = reply.map(|fence| {
             pending.took();
             let taken = Taken {
-                keys: keys.clone(),
+                keys: Keys::Record(keys.clone()),
                 token,
                 fence,
                 ttl: lease,
@@ -183,6 +188,7 @@ impl Records {
             let held = HeldLock::new(core.id(), taken, core.backend().validity(lease));
             RecordLease {
                 guard: LockGuard::new(Arc::clone(core), held),
+                keys: keys.clone(),
             }
         });
         match claimed {
@@ -207,7 +213,7 @@ impl Records {
         let subscription = self
             .core
             .wakeups()
-            .subscribe(&keys.0.lock, None, limit)
+            .subscribe(&keys.0.record, None, limit)
             .await?;
         Some(ChannelSubscription { subscription })
     }
@@ -218,17 +224,21 @@ impl Records {
 /// secret, so hash it). Give both keys the same `{hash tag}`: a Redis
 /// Cluster must keep them on one node, and refuses the claim otherwise.
 #[derive(Debug, Clone)]
-pub struct RecordKeys(Keys);
+pub struct RecordKeys(backend::RecordKeys);
 
 impl RecordKeys {
     /// The record at `record`, its counter at `fence`, shown as `name`.
     pub fn new(name: String, record: String, fence: String) -> Self {
-        Self(Keys::record(name, record, fence))
+        Self(backend::RecordKeys {
+            user: name,
+            record,
+            fence,
+        })
     }
 
     /// The record's key.
     pub fn record(&self) -> &str {
-        &self.0.lock
+        &self.0.record
     }
 
     /// The fencing counter's key.
@@ -252,6 +262,8 @@ pub type Claimed<L = RecordLease> = crate::backend::Claimed<L>;
 #[derive(Debug)]
 pub struct RecordLease {
     guard: LockGuard,
+    /// The record's keys (also in the guard's lease, as a lease's).
+    keys: backend::RecordKeys,
 }
 
 impl RecordLease {
@@ -283,10 +295,11 @@ impl RecordLease {
         retention: Duration,
         limit: Duration,
     ) -> Result<bool, RecordError> {
+        let keys = &self.keys;
         self.guard
             .finish_with(|core: Arc<Core>, held: Arc<HeldLock>| async move {
                 let complete = Complete {
-                    keys: held.keys(),
+                    keys,
                     token: held.token(),
                     result,
                     retention,

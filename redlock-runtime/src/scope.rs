@@ -90,7 +90,7 @@ impl RunScope {
     ) -> Option<Arc<RunScope>> {
         let mut scope = SCOPE.try_with(Arc::clone).ok();
         while let Some(s) = scope {
-            if s.held.key() == key && s.held.client() == client && kind(s.held.keys().kind) {
+            if s.held.key() == key && s.held.client() == client && kind(s.held.keys().kind()) {
                 return Some(s);
             }
             scope = s.parent.clone();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::Span;
 
 use crate::acquire::Shape;
-use crate::backend::{Available, Keys};
+use crate::backend::{Available, PermitKeys};
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
 use crate::guard::LockGuard;
@@ -195,7 +195,7 @@ impl Semaphore {
             }
             .into());
         }
-        let keys = Keys::semaphore(&core.settings().key_prefix, key.to_owned(), self.limit, 1);
+        let keys = PermitKeys::new(&core.settings().key_prefix, key.to_owned(), self.limit, 1);
         let available = Available {
             keys: &keys,
             limit: self.limit,

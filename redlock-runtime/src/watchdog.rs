@@ -305,14 +305,14 @@ fn retry_later(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Keys;
+    use crate::backend::{Keys, LockKeys};
     use crate::lock::Taken;
     use crate::telemetry::Labels;
 
     fn held(ttl_ms: u64, sent: Instant, renew: bool) -> Arc<HeldLock> {
         let ttl = Duration::from_millis(ttl_ms);
         let taken = Taken {
-            keys: Keys::new("lock:", format!("k{ttl_ms}")),
+            keys: Keys::Lock(LockKeys::new("lock:", format!("k{ttl_ms}"))),
             token: "t".to_owned(),
             fence: 1,
             ttl,

@@ -45,7 +45,7 @@ impl ClusterBackend {
             };
             let mut groups: HashMap<Addr, Vec<usize>> = HashMap::new();
             for &i in &pending {
-                if let Some(addr) = map.owner(slot(items[i].keys.lock.as_bytes())) {
+                if let Some(addr) = map.owner(slot(items[i].keys.main().as_bytes())) {
                     groups.entry(addr.clone()).or_default().push(i);
                 }
             }

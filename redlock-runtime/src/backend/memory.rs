@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use super::record::memory::{MAX_RECORDS, MemoryRecords};
 use super::{
-    Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, Keys, Kind, OpError,
-    Renewal,
+    Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, Keys, LockKeys, OpError,
+    RecordKeys, Renewal,
 };
 use crate::wakeups::{LocalWake, waiter_id};
 
@@ -79,21 +79,23 @@ impl State {
     /// Gives the lock to `token` until `expires`; its new fencing token,
     /// or none (0) when `issue` is false: a lock taken as one Redis takes
     /// it with a plain `SET NX`, whose token is issued on first ask.
+    /// `lock` and `fence`: the key holding the owner's token (a lock's, a
+    /// read/write lock's writer) and its fencing counter.
     fn take(
         &mut self,
-        keys: &Keys,
+        (lock, fence): (&str, &str),
         token: &str,
         expires: Instant,
         retention: Duration,
         issue: bool,
     ) -> u64 {
         let fence = if issue {
-            self.next_fence(&keys.fence, retention)
+            self.next_fence(fence, retention)
         } else {
             0
         };
         self.held.insert(
-            keys.lock.clone(),
+            lock.to_owned(),
             Held {
                 token: token.to_owned(),
                 expires,
@@ -119,7 +121,7 @@ struct State {
     /// The read/write locks' readers and writers, semaphores, latches
     /// (boxed: most stores never use them).
     sync: Box<sync::SyncState>,
-    /// The holders an operator ended, by the name's `Keys::ended` key:
+    /// The holders an operator ended, by the name's `LockKeys::ended` key:
     /// their `waiter_id`s, kept until the instant (`FORCE_RELEASE`'s set).
     ended: HashMap<String, (HashSet<String>, Instant)>,
 }
@@ -149,9 +151,9 @@ impl State {
         self.since_sweep = 0;
     }
 
-    /// The counter of `keys`, while kept.
-    fn fence(&self, keys: &Keys) -> u64 {
-        self.fences.get(&keys.fence).map_or(0, |f| f.value)
+    /// The fencing counter at `key`, while kept.
+    fn fence(&self, key: &str) -> u64 {
+        self.fences.get(key).map_or(0, |f| f.value)
     }
 }
 
@@ -209,15 +211,20 @@ impl MemoryBackend {
             line,
             ..
         } = *request;
-        if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
-            let mut state = self.state();
-            state.since_sweep += 1;
-            if state.since_sweep >= SWEEP_EVERY {
-                state.sweep(Instant::now());
+        let keys = match keys {
+            Keys::Lock(keys) => keys,
+            // Records are claimed, not acquired: nothing to take.
+            Keys::Record(_) => return AcquireReply::Busy { pttl: None },
+            Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
+                let mut state = self.state();
+                state.since_sweep += 1;
+                if state.since_sweep >= SWEEP_EVERY {
+                    state.sweep(Instant::now());
+                }
+                drop(state);
+                return self.acquire_shared(request);
             }
-            drop(state);
-            return self.acquire_shared(request);
-        }
+        };
         match line {
             Some(presence) => self.acquire_fair(keys, token, ttl, presence, want_time),
             None => {
@@ -233,7 +240,7 @@ impl MemoryBackend {
 
     fn acquire_plain(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         ttl: Duration,
         want_time: bool,
@@ -260,13 +267,19 @@ impl MemoryBackend {
             let fence = state.next_fence(&keys.fence, self.fence_retention);
             return AcquireReply::Acquired { fence, at_ms };
         }
-        let fence = state.take(keys, token, now + ttl, self.fence_retention, issue);
+        let fence = state.take(
+            (&keys.lock, &keys.fence),
+            token,
+            now + ttl,
+            self.fence_retention,
+            issue,
+        );
         AcquireReply::Acquired { fence, at_ms }
     }
 
     fn acquire_fair(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         ttl: Duration,
         presence: Duration,
@@ -287,7 +300,7 @@ impl MemoryBackend {
         if let Some(lease) = holder
             && lease.token == token
         {
-            let fence = state.fence(keys);
+            let fence = state.fence(&keys.fence);
             if let Some(lease) = state.held.get_mut(&keys.lock) {
                 lease.expires = now + ttl;
             }
@@ -313,7 +326,13 @@ impl MemoryBackend {
         if line.order.is_empty() {
             state.lines.remove(&keys.lock);
         }
-        let fence = state.take(keys, token, now + ttl, self.fence_retention, true);
+        let fence = state.take(
+            (&keys.lock, &keys.fence),
+            token,
+            now + ttl,
+            self.fence_retention,
+            true,
+        );
         AcquireReply::Acquired { fence, at_ms }
     }
 
@@ -321,13 +340,13 @@ impl MemoryBackend {
     /// holds it, and (fair) its place in the line; wakes whom that frees.
     pub(crate) fn give_back(&self, give_back: &GiveBack<'_>) -> bool {
         let GiveBack { keys, token, fair } = *give_back;
-        match keys.kind {
-            Kind::Record => return self.release_record(keys, token),
-            Kind::Read | Kind::Write | Kind::Permits { .. } => {
+        let keys = match keys {
+            Keys::Lock(keys) => keys,
+            Keys::Record(record) => return self.release_record(record, token),
+            Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
                 return self.release_shared(keys, token);
             }
-            Kind::Lock => {}
-        }
+        };
         let released = self.release(keys, token);
         let next = if fair {
             self.leave_queue(keys, token)
@@ -353,19 +372,25 @@ impl MemoryBackend {
             hold,
             ..
         } = *end;
-        let released = match keys.kind {
-            Kind::Record => Some(self.release_record(keys, token)),
-            Kind::Read | Kind::Write | Kind::Permits { .. } => {
-                Some(self.release_shared(keys, token))
-            }
-            Kind::Lock => None,
+        let released = match keys {
+            Keys::Lock(keys) => return self.end_lock(keys, token, fair, hold),
+            Keys::Record(record) => self.release_record(record, token),
+            Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => self.release_shared(keys, token),
         };
-        if let Some(released) = released {
-            return match released {
-                true => Ended::Deleted,
-                false => Ended::NotOwner,
-            };
+        match released {
+            true => Ended::Deleted,
+            false => Ended::NotOwner,
         }
+    }
+
+    /// [`end`](Self::end) of a lock.
+    fn end_lock(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        fair: bool,
+        hold: Option<(u64, Duration)>,
+    ) -> Ended {
         if let Some((at_ms, min)) = hold {
             let ended = self.release_after_hold(keys, token, at_ms, min);
             if ended == Ended::Deleted {
@@ -391,7 +416,7 @@ impl MemoryBackend {
     }
 
     /// A fair waiter gives up its place; the waiter to wake, if the lock is free.
-    fn leave_queue(&self, keys: &Keys, token: &str) -> Option<String> {
+    fn leave_queue(&self, keys: &LockKeys, token: &str) -> Option<String> {
         let now = Instant::now();
         let mut state = self.state();
         let free = state
@@ -408,7 +433,13 @@ impl MemoryBackend {
         head.filter(|_| free)
     }
 
-    fn release_after_hold(&self, keys: &Keys, token: &str, at_ms: u64, hold: Duration) -> Ended {
+    fn release_after_hold(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+    ) -> Ended {
         let now = Instant::now();
         let now_ms = self.now_ms(now);
         let mut state = self.state();
@@ -430,13 +461,14 @@ impl MemoryBackend {
 
     pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
         let Renewal { keys, token, ttl } = *renewal;
-        match keys.kind {
-            Kind::Record => return self.records.renew(keys, token, ttl),
-            Kind::Read | Kind::Permits { .. } => return self.extend_shared(renewal),
-            Kind::Lock | Kind::Write => {}
-        }
+        let lock = match keys {
+            Keys::Lock(keys) => &keys.lock,
+            Keys::Write(rw) => &rw.rw,
+            Keys::Record(record) => return self.records.renew(record, token, ttl),
+            Keys::Read(_) | Keys::Permits(_) => return self.extend_shared(renewal),
+        };
         let now = Instant::now();
-        match self.state().held.get_mut(&keys.lock) {
+        match self.state().held.get_mut(lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
                 lease.expires = now + ttl;
                 true
@@ -460,16 +492,16 @@ impl MemoryBackend {
         } = *complete;
         let done = self.records.complete(keys, token, result, retention);
         if done {
-            self.wake.released(&keys.lock, None);
+            self.wake.released(&keys.record, None);
         }
         done
     }
 
     /// Releases a claimed record, waking this process's duplicates.
-    fn release_record(&self, keys: &Keys, token: &str) -> bool {
+    fn release_record(&self, keys: &RecordKeys, token: &str) -> bool {
         let released = self.records.release(keys, token);
         if released {
-            self.wake.released(&keys.lock, None);
+            self.wake.released(&keys.record, None);
         }
         released
     }
@@ -479,7 +511,7 @@ impl MemoryBackend {
         renewals.iter().map(|r| Ok(self.extend(r))).collect()
     }
 
-    fn release(&self, keys: &Keys, token: &str) -> bool {
+    fn release(&self, keys: &LockKeys, token: &str) -> bool {
         let now = Instant::now();
         let mut state = self.state();
         match state.held.get(&keys.lock) {
@@ -496,12 +528,14 @@ impl MemoryBackend {
     /// `lock/issue_fence.lua` does: the counter's next.
     pub(crate) fn issue_fence(&self, issue: &super::IssueFence<'_>) -> Option<u64> {
         let now = Instant::now();
+        // The key holding the owner's token, and its fencing counter.
+        let [lock, fence] = issue.keys.routed();
         let mut state = self.state();
-        let held = state.held.get(&issue.keys.lock)?;
+        let held = state.held.get(lock)?;
         if held.token != issue.token || held.expires <= now {
             return None;
         }
-        Some(state.next_fence(&issue.keys.fence, self.fence_retention))
+        Some(state.next_fence(fence, self.fence_retention))
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).
@@ -515,7 +549,7 @@ impl MemoryBackend {
 mod tests {
     use std::time::Duration;
 
-    use super::{Acquire, End, Keys, MemoryBackend};
+    use super::{Acquire, End, Keys, LockKeys, MemoryBackend};
     use crate::LostReason;
     use crate::wakeups::Wakeups;
 
@@ -550,7 +584,7 @@ mod tests {
         let memory = MemoryBackend::new(Duration::from_secs(60), wake);
         let mut last = std::collections::HashMap::new();
         for i in 0..100_000 {
-            let keys = Keys::new("lock:", format!("order:{i}"));
+            let keys = Keys::Lock(LockKeys::new("lock:", format!("order:{i}")));
             let reply = acquire(&memory, &keys, "t");
             let super::AcquireReply::Acquired { fence, .. } = reply else {
                 panic!("free key");
@@ -564,14 +598,14 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(61)).await;
         // The next sweep (every 1024 acquisitions) forgets them all.
-        let one = Keys::new("lock:", "order:0".into());
+        let one = Keys::Lock(LockKeys::new("lock:", "order:0".into()));
         for _ in 0..1024 {
             acquire(&memory, &one, "u");
             release(&memory, &one, "u");
         }
         assert!(memory.entries() <= 1, "{} entries left", memory.entries());
         // And tokens did not go back for a forgotten counter.
-        let keys = Keys::new("lock:", "order:99999".into());
+        let keys = Keys::Lock(LockKeys::new("lock:", "order:99999".into()));
         let super::AcquireReply::Acquired { fence, .. } = acquire(&memory, &keys, "v") else {
             panic!("free key");
         };

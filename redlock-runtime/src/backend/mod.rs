@@ -13,7 +13,7 @@
 use std::fmt;
 use std::time::Duration;
 
-pub(crate) use keys::{Keys, Kind, LatchKeys};
+pub(crate) use keys::{Keys, Kind, LatchKeys, LockKeys, PermitKeys, RecordKeys, RwKeys};
 pub use requests::*;
 
 pub(crate) use crate::store::NodePing;
@@ -26,7 +26,7 @@ use crate::store::server::RedisBackend;
 
 mod cluster_renew;
 pub(crate) mod fair;
-mod keys;
+pub(crate) mod keys;
 pub(crate) mod memory;
 mod quorum;
 pub(crate) mod record;
@@ -482,7 +482,7 @@ mod tests {
 
     #[test]
     fn keys_share_a_hash_tag() {
-        let k = Keys::new("lock:", "order:42".into());
+        let k = LockKeys::new("lock:", "order:42".into());
         assert_eq!(k.lock, "lock:{order:42}");
         assert_eq!(k.fence, "lock:{order:42}:fence");
     }
@@ -490,8 +490,8 @@ mod tests {
     #[test]
     fn a_lock_key_never_equals_another_keys_fence() {
         // `P{K}` ends in '}', `P{K}:fence` ends in 'e'.
-        let a = Keys::new("lock:", "x}:fence".into());
-        let b = Keys::new("lock:", "x".into());
+        let a = LockKeys::new("lock:", "x}:fence".into());
+        let b = LockKeys::new("lock:", "x".into());
         assert_ne!(a.lock, b.fence);
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, OpError, Renewal};
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, LockKeys, OpError, Renewal};
 use crate::error::ConnectFailure;
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
@@ -60,6 +60,9 @@ impl QuorumBackend {
             want_time,
             ..
         } = *request;
+        let Keys::Lock(lock) = keys else {
+            return Err(OpError::Unsupported("acquire"));
+        };
         let started = Instant::now();
         // Small against the ttl: a slow node must not eat the validity.
         let per_node = self
@@ -112,14 +115,14 @@ impl QuorumBackend {
             }
             let mut failure = self.failure(&answers);
             failure.expired_after = Some(elapsed);
-            self.release_where(keys, token, &answers, per_node).await;
+            self.release_where(lock, token, &answers, per_node).await;
             return Err(OpError::Quorum(Box::new(failure)));
         }
 
         // No majority: give back what was granted (and what may have been,
         // on nodes that did not answer) before the caller retries with the
         // same token.
-        self.release_where(keys, token, &answers, per_node).await;
+        self.release_where(lock, token, &answers, per_node).await;
         if refused > n - quorum {
             let pttl = answers
                 .iter()
@@ -165,7 +168,7 @@ impl QuorumBackend {
     /// Releases `token` on every node that granted it or may have.
     async fn release_where<T>(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         answers: &[Option<Answer<T>>],
         per_node: Duration,
@@ -268,7 +271,7 @@ impl QuorumBackend {
     /// Releases on every node, raising each node's counter to `fence`.
     async fn release(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         fence: u64,
         limit: Duration,
@@ -341,6 +344,9 @@ impl QuorumBackend {
             hold,
             ..
         } = *end;
+        let Keys::Lock(lock) = keys else {
+            return Err(OpError::Unsupported("end"));
+        };
         if let Some((at_ms, min)) = hold {
             self.settle(token).await;
             let held_for = Duration::from_millis(local_ms().saturating_sub(at_ms));
@@ -357,7 +363,7 @@ impl QuorumBackend {
                 });
             }
         }
-        Ok(match self.release(keys, token, fence, limit).await? {
+        Ok(match self.release(lock, token, fence, limit).await? {
             true => Ended::Deleted,
             false => Ended::NotOwner,
         })

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Kind, OpError, Renewal};
+use super::sync::Shared;
+use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, LockKeys, OpError, Renewal};
 use crate::scripts;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -34,16 +35,16 @@ impl RedisBackend {
             fenced,
             fresh,
         } = *request;
-        if matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. }) {
-            return self.acquire_shared(request, limit).await;
+        if let Some(shared) = Shared::of(keys) {
+            return self.acquire_shared(shared, request, limit).await;
         }
+        let Keys::Lock(keys) = keys else {
+            return Err(OpError::Unsupported("acquire of a record"));
+        };
         // A lock taken in one step of its own, which may be coalesced: a
         // plain `SET NX` (no token now) or the acquire script (a token).
-        let simple = line.is_none()
-            && !want_time
-            && keys.kind == Kind::Lock
-            && self.replicas.is_none()
-            && self.restart_delay.is_none();
+        let simple =
+            line.is_none() && !want_time && self.replicas.is_none() && self.restart_delay.is_none();
         if simple {
             return self
                 .acquire_simple(keys, token, ttl, fenced, fresh, limit)
@@ -103,19 +104,21 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         let GiveBack { keys, token, fair } = *give_back;
-        match keys.kind {
-            Kind::Record => {
+        let keys = match keys {
+            Keys::Lock(keys) => keys,
+            Keys::Record(record) => {
                 return self
-                    .release_record(self.acquire_lane(), keys, token, limit)
+                    .release_record(self.acquire_lane(), record, token, limit)
                     .await;
             }
-            Kind::Read | Kind::Write | Kind::Permits { .. } => {
+            Keys::Read(rw) => return self.give_back_shared(Shared::Read(rw), token, limit).await,
+            Keys::Write(rw) => return self.give_back_shared(Shared::Write(rw), token, limit).await,
+            Keys::Permits(permits) => {
                 return self
-                    .release_shared(self.acquire_lane(), keys, token, limit)
+                    .give_back_shared(Shared::Permits(permits), token, limit)
                     .await;
             }
-            Kind::Lock => {}
-        }
+        };
         let on = self.acquire_lane();
         // An acquire of this token still queued or in a batch: the release
         // must land after it.
@@ -127,6 +130,17 @@ impl RedisBackend {
         } else {
             self.release_on(on, keys, token, 0, limit).await
         }
+    }
+
+    /// Gives back a synchronizer's lease, on the acquire's connection.
+    async fn give_back_shared(
+        &self,
+        shared: Shared<'_>,
+        token: &str,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.release_shared(self.acquire_lane(), shared, token, limit)
+            .await
     }
 
     /// Ends a held lock: deletes it (a fair one wakes the first waiter in
@@ -141,19 +155,39 @@ impl RedisBackend {
             hold,
             fence,
         } = *end;
-        let shared = matches!(keys.kind, Kind::Read | Kind::Write | Kind::Permits { .. });
-        if keys.kind == Kind::Record || shared {
-            let released = if shared {
-                self.release_shared(On::Plain, keys, token, limit).await?
-            } else {
-                self.release_record(On::Plain, keys, token, limit).await?
-            };
-            return Ok(if released {
-                Ended::Deleted
-            } else {
-                Ended::NotOwner
-            });
-        }
+        let released = match keys {
+            Keys::Lock(keys) => return self.end_lock(keys, token, fair, hold, fence, limit).await,
+            Keys::Record(record) => self.release_record(On::Plain, record, token, limit).await?,
+            Keys::Read(rw) => {
+                self.release_shared(On::Plain, Shared::Read(rw), token, limit)
+                    .await?
+            }
+            Keys::Write(rw) => {
+                self.release_shared(On::Plain, Shared::Write(rw), token, limit)
+                    .await?
+            }
+            Keys::Permits(permits) => {
+                self.release_shared(On::Plain, Shared::Permits(permits), token, limit)
+                    .await?
+            }
+        };
+        Ok(if released {
+            Ended::Deleted
+        } else {
+            Ended::NotOwner
+        })
+    }
+
+    /// [`end`](Self::end) of a lock.
+    async fn end_lock(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        fair: bool,
+        hold: Option<(u64, Duration)>,
+        fence: u64,
+        limit: Duration,
+    ) -> Result<Ended, OpError> {
         let released = match hold {
             Some((at_ms, min)) => {
                 return self
@@ -177,7 +211,7 @@ impl RedisBackend {
 
     async fn release_after_hold(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         at_ms: u64,
         hold: Duration,
@@ -213,7 +247,7 @@ impl RedisBackend {
         renewal: &Renewal<'_>,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        if renewal.keys.kind == Kind::Lock {
+        if let Keys::Lock(_) = renewal.keys {
             // A plain lock: `SET .. IFEQ` where the server has it.
             let mut answers = self
                 .renew(std::slice::from_ref(renewal), false, limit)
@@ -231,7 +265,7 @@ impl RedisBackend {
                 limit,
                 |done| *done == 1,
                 |_| {
-                    let call = ScriptCall::new(renew::renew_script(keys.kind)).key(first);
+                    let call = ScriptCall::new(renew::renew_script(keys.kind())).key(first);
                     match second {
                         Some(second) => call.key(second),
                         None => call,
@@ -249,7 +283,7 @@ impl RedisBackend {
     /// counter to `fence` (`0`: leave it).
     pub(crate) async fn release(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         fence: u64,
         limit: Duration,
@@ -260,7 +294,7 @@ impl RedisBackend {
     async fn release_on(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         fence: u64,
         limit: Duration,

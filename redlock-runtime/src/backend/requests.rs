@@ -3,16 +3,16 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Keys, LatchKeys};
+use super::{Keys, LatchKeys, LockKeys, PermitKeys, RecordKeys, RwKeys};
 
 /// Reads everything kept under one name (see [`Inspection`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Inspect<'a> {
     /// The plain lock's keys; the read/write lock's and the semaphore's
     /// share their hash tag.
-    pub(crate) keys: &'a Keys,
-    pub(crate) rw: &'a Keys,
-    pub(crate) semaphore: &'a Keys,
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) rw: &'a RwKeys,
+    pub(crate) semaphore: &'a PermitKeys,
 }
 
 /// One owner's lease as stored: its token (secret: only its public part
@@ -47,9 +47,9 @@ pub(crate) struct Inspection {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ForceRelease<'a> {
     /// The lock's keys (the name's hash tag: where it is routed).
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a LockKeys,
     /// The read/write lock's keys.
-    pub(crate) rw: &'a Keys,
+    pub(crate) rw: &'a RwKeys,
 }
 
 /// How long a forced release keeps the ended holders' ids past the longest
@@ -72,8 +72,8 @@ pub(crate) struct ForceReply {
 /// A write lock becomes a read lock in one step, keeping its token.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Downgrade<'a> {
-    /// The read/write lock's keys (of its `Write` side).
-    pub(crate) keys: &'a Keys,
+    /// The read/write lock's keys.
+    pub(crate) keys: &'a RwKeys,
     pub(crate) token: &'a str,
     pub(crate) ttl: Duration,
 }
@@ -81,7 +81,7 @@ pub(crate) struct Downgrade<'a> {
 /// Reads how many permits of a semaphore are free.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Available<'a> {
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a PermitKeys,
     pub(crate) limit: u32,
 }
 
@@ -122,8 +122,8 @@ pub(crate) enum LatchReply {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupAcquire<'a> {
     /// The first of `all`, which routes the call (they share a slot).
-    pub(crate) keys: &'a Keys,
-    pub(crate) all: &'a [Keys],
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) all: &'a [LockKeys],
     pub(crate) token: &'a str,
     pub(crate) ttl: Duration,
 }
@@ -143,7 +143,7 @@ pub(crate) enum GroupReply {
 /// Claiming an idempotency record (absent -> in progress).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claim<'a> {
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a RecordKeys,
     pub(crate) token: &'a str,
     pub(crate) fingerprint: &'a str,
     pub(crate) lease: Duration,
@@ -231,7 +231,7 @@ impl Completion {
 /// Completing a claimed record (in progress -> completed), owner-checked.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Complete<'a> {
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a RecordKeys,
     pub(crate) token: &'a str,
     pub(crate) result: &'a Completion,
     /// How long the completed record is kept.

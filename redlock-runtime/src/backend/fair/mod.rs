@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::redis::{acquire_reply, took};
-use super::{AcquireReply, Keys, OpError};
+use super::{AcquireReply, LockKeys, OpError};
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
@@ -21,7 +21,7 @@ impl RedisBackend {
     /// others are queued (or keep their place) for `presence`.
     pub(super) async fn acquire_fair(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         ttl: Duration,
         presence: Duration,
@@ -57,7 +57,7 @@ impl RedisBackend {
     pub(super) async fn release_fair_on(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
@@ -69,7 +69,7 @@ impl RedisBackend {
     pub(super) async fn leave_queue_on(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
@@ -83,7 +83,7 @@ impl RedisBackend {
         &self,
         script: &crate::scripts::Lua,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {

@@ -37,7 +37,7 @@ impl MemoryBackend {
                         .and_then(|line| line.head(now).map(waiter_id)),
                 );
             }
-            let writer = state.held.remove(&rw.lock).filter(|h| h.expires > now);
+            let writer = state.held.remove(&rw.rw).filter(|h| h.expires > now);
             if let Some(writer) = &writer {
                 longest = longest.max(writer.expires - now);
                 reply
@@ -45,7 +45,7 @@ impl MemoryBackend {
                     .push(ended(writer.token.clone(), Some(writer.granted)));
                 reply.write_fence = Some(state.next_fence(&rw.fence, retention));
             }
-            let readers = state.sync.end_readers(&rw.lock, now);
+            let readers = state.sync.end_readers(&rw.rw, now);
             let rw_freed = writer.is_some() || !readers.is_empty();
             for (token, end) in readers {
                 longest = longest.max(end - now);
@@ -65,7 +65,7 @@ impl MemoryBackend {
             self.wake.released(&keys.lock, head.as_deref());
         }
         if rw_freed {
-            self.wake.released(&rw.lock, Some("*"));
+            self.wake.released(&rw.rw, Some("*"));
         }
         reply
     }

@@ -39,7 +39,7 @@ impl MemoryBackend {
             fair_waiters: state.lines.get(&keys.lock).map_or(0, |line| {
                 line.presence.values().filter(|until| **until > now).count() as u64
             }),
-            writer: live(&rw.lock),
+            writer: live(&rw.rw),
             write_fence: fence(&rw.fence),
             ended: (state.ended.get(&keys.ended()))
                 .filter(|(_, until)| *until > now)
@@ -49,7 +49,7 @@ impl MemoryBackend {
         };
         state
             .sync
-            .inspect_into(&rw.lock, &semaphore.lock, now, &mut out);
+            .inspect_into(&rw.rw, &semaphore.holders, now, &mut out);
         out
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::{
-    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Inspection, Keys, Kind,
+    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Inspection, Keys,
     LatchCall, LatchOp, LatchReply, Lease, Renewal,
 };
 use super::{MemoryBackend, State};
@@ -116,10 +116,10 @@ fn tidy<V>(map: &mut HashMap<String, HashMap<String, V>>, key: &str) {
 }
 
 impl State {
-    /// The writer of `keys`' lock, while its lease lasts: (token, left).
-    fn writer(&self, keys: &Keys, now: Instant) -> Option<(&str, Duration)> {
+    /// The writer holding `lock`, while its lease lasts: (token, left).
+    fn writer(&self, lock: &str, now: Instant) -> Option<(&str, Duration)> {
         self.held
-            .get(&keys.lock)
+            .get(lock)
             .filter(|h| h.expires > now)
             .map(|h| (h.token.as_str(), h.expires - now))
     }
@@ -140,9 +140,10 @@ impl MemoryBackend {
         let at_ms = want_time.then(|| self.now_ms(now));
         let mut state = self.state();
         let state = &mut *state;
-        match keys.kind {
-            Kind::Permits { limit, permits } => {
-                let holders = state.sync.permits.entry(keys.lock.clone()).or_default();
+        match keys {
+            Keys::Permits(p) => {
+                let (key, limit, permits) = (p.holders.as_str(), p.limit, p.permits);
+                let holders = state.sync.permits.entry(key.to_owned()).or_default();
                 holders.retain(|_, (_, end)| *end > now);
                 if let Some((_, end)) = holders.get_mut(token) {
                     *end = now + ttl;
@@ -151,7 +152,7 @@ impl MemoryBackend {
                 let used: u64 = holders.values().map(|(n, _)| u64::from(*n)).sum();
                 if used + u64::from(permits) > u64::from(limit) {
                     let first = holders.values().map(|(_, end)| *end).min();
-                    tidy(&mut state.sync.permits, &keys.lock);
+                    tidy(&mut state.sync.permits, key);
                     return AcquireReply::Busy {
                         pttl: first.map(|end| end - now),
                     };
@@ -159,57 +160,61 @@ impl MemoryBackend {
                 holders.insert(token.to_owned(), (permits, now + ttl));
                 AcquireReply::Acquired { fence: 0, at_ms }
             }
-            Kind::Write => {
-                if let Some((holder, _)) = state.writer(keys, now)
+            Keys::Write(rw) => {
+                let (key, fence) = (rw.rw.as_str(), rw.fence.as_str());
+                if let Some((holder, _)) = state.writer(key, now)
                     && holder == token
                 {
-                    let fence = state.fence(keys);
-                    if let Some(h) = state.held.get_mut(&keys.lock) {
+                    let fence = state.fence(fence);
+                    if let Some(h) = state.held.get_mut(key) {
                         h.expires = now + ttl;
                     }
                     return AcquireReply::Acquired { fence, at_ms };
                 }
-                let readers = live(&mut state.sync.readers, &keys.lock, now);
+                let readers = live(&mut state.sync.readers, key, now);
                 let first_reader = readers.values().min().map(|end| *end - now);
-                tidy(&mut state.sync.readers, &keys.lock);
+                tidy(&mut state.sync.readers, key);
                 let busy = state
-                    .writer(keys, now)
+                    .writer(key, now)
                     .map(|(_, left)| left)
                     .or(first_reader);
-                let writers = live(&mut state.sync.writers, &keys.lock, now);
+                let writers = live(&mut state.sync.writers, key, now);
                 if let Some(pttl) = busy {
                     // A writer that does not wait keeps no one out.
                     if let Some(presence) = line {
                         writers.insert(token.to_owned(), now + presence);
                     }
-                    tidy(&mut state.sync.writers, &keys.lock);
+                    tidy(&mut state.sync.writers, key);
                     return AcquireReply::Busy { pttl: Some(pttl) };
                 }
                 writers.remove(token);
-                tidy(&mut state.sync.writers, &keys.lock);
-                let fence = state.take(keys, token, now + ttl, self.fence_retention, true);
+                tidy(&mut state.sync.writers, key);
+                let fence = state.take((key, fence), token, now + ttl, self.fence_retention, true);
                 AcquireReply::Acquired { fence, at_ms }
             }
-            _ => {
-                let fence = state.fence(keys);
+            Keys::Read(rw) => {
+                let key = rw.rw.as_str();
+                let fence = state.fence(&rw.fence);
                 let mine = state
                     .sync
                     .readers
-                    .get(&keys.lock)
+                    .get(key)
                     .is_some_and(|r| r.get(token).is_some_and(|end| *end > now));
                 if !mine {
-                    if let Some((_, left)) = state.writer(keys, now) {
+                    if let Some((_, left)) = state.writer(key, now) {
                         return AcquireReply::Busy { pttl: Some(left) };
                     }
-                    let waiting = !live(&mut state.sync.writers, &keys.lock, now).is_empty();
-                    tidy(&mut state.sync.writers, &keys.lock);
+                    let waiting = !live(&mut state.sync.writers, key, now).is_empty();
+                    tidy(&mut state.sync.writers, key);
                     if waiting {
                         return AcquireReply::Busy { pttl: None };
                     }
                 }
-                live(&mut state.sync.readers, &keys.lock, now).insert(token.to_owned(), now + ttl);
+                live(&mut state.sync.readers, key, now).insert(token.to_owned(), now + ttl);
                 AcquireReply::Acquired { fence, at_ms }
             }
+            // Not a synchronizer's lease: nothing taken.
+            Keys::Lock(_) | Keys::Record(_) => AcquireReply::Busy { pttl: None },
         }
     }
 
@@ -218,51 +223,54 @@ impl MemoryBackend {
     /// still held.
     pub(super) fn release_shared(&self, keys: &Keys, token: &str) -> bool {
         let now = Instant::now();
+        let key = keys.main();
         let mut freed = None;
         let (released, wake) = {
             let mut state = self.state();
             let state = &mut *state;
-            match keys.kind {
-                Kind::Permits { .. } => {
+            match keys {
+                Keys::Permits(_) => {
                     let held = state
                         .sync
                         .permits
-                        .get_mut(&keys.lock)
+                        .get_mut(key)
                         .and_then(|h| h.remove(token));
-                    tidy(&mut state.sync.permits, &keys.lock);
+                    tidy(&mut state.sync.permits, key);
                     freed = held.map(|(n, _)| n);
                     let end = held.map(|(_, end)| end);
                     (end.is_some_and(|end| end > now), end.is_some())
                 }
-                Kind::Write => {
-                    let mine = state.held.get(&keys.lock).is_some_and(|h| h.token == token);
-                    let live = mine && state.writer(keys, now).is_some();
+                Keys::Write(_) => {
+                    let mine = state.held.get(key).is_some_and(|h| h.token == token);
+                    let live = mine && state.writer(key, now).is_some();
                     if mine {
-                        state.held.remove(&keys.lock);
+                        state.held.remove(key);
                     }
                     let waited = state
                         .sync
                         .writers
-                        .get_mut(&keys.lock)
+                        .get_mut(key)
                         .is_some_and(|w| w.remove(token).is_some());
-                    tidy(&mut state.sync.writers, &keys.lock);
+                    tidy(&mut state.sync.writers, key);
                     (live, mine || waited)
                 }
-                _ => {
+                Keys::Read(_) => {
                     let end = state
                         .sync
                         .readers
-                        .get_mut(&keys.lock)
+                        .get_mut(key)
                         .and_then(|r| r.remove(token));
-                    tidy(&mut state.sync.readers, &keys.lock);
-                    let writers = state.sync.writers.contains_key(&keys.lock);
+                    tidy(&mut state.sync.readers, key);
+                    let writers = state.sync.writers.contains_key(key);
                     (end.is_some_and(|end| end > now), end.is_some() && writers)
                 }
+                // Not a synchronizer's lease.
+                Keys::Lock(_) | Keys::Record(_) => (false, false),
             }
         };
         if wake {
             let message = freed.map_or_else(|| "*".to_owned(), |n| format!("*{n}"));
-            self.wake.released(&keys.lock, Some(&message));
+            self.wake.released(key, Some(&message));
         }
         released
     }
@@ -272,18 +280,19 @@ impl MemoryBackend {
         let Renewal { keys, token, ttl } = *renewal;
         let now = Instant::now();
         let mut state = self.state();
-        let end = match keys.kind {
-            Kind::Permits { .. } => state
+        let end = match keys {
+            Keys::Permits(p) => state
                 .sync
                 .permits
-                .get_mut(&keys.lock)
+                .get_mut(&p.holders)
                 .and_then(|h| h.get_mut(token))
                 .map(|(_, end)| end),
-            _ => state
+            Keys::Read(rw) => state
                 .sync
                 .readers
-                .get_mut(&keys.lock)
+                .get_mut(&rw.rw)
                 .and_then(|r| r.get_mut(token)),
+            Keys::Lock(_) | Keys::Write(_) | Keys::Record(_) => None,
         };
         match end {
             Some(end) if *end > now => {
@@ -301,15 +310,15 @@ impl MemoryBackend {
         {
             let mut state = self.state();
             if state
-                .writer(keys, now)
+                .writer(&keys.rw, now)
                 .is_none_or(|(holder, _)| holder != token)
             {
                 return false;
             }
-            state.held.remove(&keys.lock);
-            live(&mut state.sync.readers, &keys.lock, now).insert(token.to_owned(), now + ttl);
+            state.held.remove(&keys.rw);
+            live(&mut state.sync.readers, &keys.rw, now).insert(token.to_owned(), now + ttl);
         }
-        self.wake.released(&keys.lock, Some("*"));
+        self.wake.released(&keys.rw, Some("*"));
         true
     }
 
@@ -320,7 +329,7 @@ impl MemoryBackend {
         let used: u64 = state
             .sync
             .permits
-            .get(&available.keys.lock)
+            .get(&available.keys.holders)
             .map(|h| {
                 h.values()
                     .filter(|(_, end)| *end > now)
@@ -394,7 +403,7 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         for (index, keys) in all.iter().enumerate() {
-            if let Some((holder, left)) = state.writer(keys, now)
+            if let Some((holder, left)) = state.writer(&keys.lock, now)
                 && holder != token
             {
                 return GroupReply::Busy {
@@ -406,13 +415,14 @@ impl MemoryBackend {
         let fences = all
             .iter()
             .map(|keys| {
-                if state.writer(keys, now).is_some() {
+                if state.writer(&keys.lock, now).is_some() {
                     if let Some(h) = state.held.get_mut(&keys.lock) {
                         h.expires = now + ttl;
                     }
-                    state.fence(keys)
+                    state.fence(&keys.fence)
                 } else {
-                    state.take(keys, token, now + ttl, self.fence_retention, true)
+                    let (lock, fence) = (&keys.lock, &keys.fence);
+                    state.take((lock, fence), token, now + ttl, self.fence_retention, true)
                 }
             })
             .collect();
@@ -424,7 +434,9 @@ impl MemoryBackend {
 mod tests {
     use std::time::Duration;
 
-    use super::super::super::{Acquire, AcquireReply, Keys, Kind, LatchCall, LatchKeys, LatchOp};
+    use super::super::super::{
+        Acquire, AcquireReply, Keys, LatchCall, LatchKeys, LatchOp, PermitKeys, RwKeys,
+    };
     use super::MemoryBackend;
     use crate::wakeups::Wakeups;
 
@@ -452,12 +464,12 @@ mod tests {
         for i in 0..10_000 {
             take(
                 &memory,
-                &Keys::rw("lock:", format!("r:{i}"), Kind::Read),
+                &Keys::Read(RwKeys::new("lock:", format!("r:{i}"))),
                 ttl,
             );
             take(
                 &memory,
-                &Keys::semaphore("lock:", format!("s:{i}"), 3, 2),
+                &Keys::Permits(PermitKeys::new("lock:", format!("s:{i}"), 3, 2)),
                 ttl,
             );
             let latch = LatchKeys::new("lock:", &format!("l:{i}"));

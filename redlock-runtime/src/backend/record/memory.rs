@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{Claim, Claimed, Completion, Keys};
+use super::super::{Claim, Claimed, Completion, RecordKeys};
 
 /// Expired entries are swept every this many operations.
 const SWEEP_EVERY: u64 = 1024;
@@ -48,9 +48,9 @@ impl State {
     }
 
     /// The record, if `owner` holds it and its lease is not over.
-    fn owned(&mut self, keys: &Keys, owner: &str) -> Option<&mut Record> {
+    fn owned(&mut self, keys: &RecordKeys, owner: &str) -> Option<&mut Record> {
         let now = Instant::now();
-        self.records.get_mut(&keys.lock).filter(|r| {
+        self.records.get_mut(&keys.record).filter(|r| {
             r.expires > now && matches!(&r.phase, Phase::InProgress { owner: o } if o == owner)
         })
     }
@@ -90,7 +90,7 @@ impl MemoryRecords {
         } = *claim;
         let now = Instant::now();
         let mut state = self.state();
-        if let Some(record) = state.records.get(&keys.lock).filter(|r| r.expires > now) {
+        if let Some(record) = state.records.get(&keys.record).filter(|r| r.expires > now) {
             if record.fingerprint != fingerprint {
                 return Some(Claimed::Mismatch);
             }
@@ -117,7 +117,7 @@ impl MemoryRecords {
             .fences
             .insert(keys.fence.clone(), (fence, now + fence_ttl));
         state.records.insert(
-            keys.lock.clone(),
+            keys.record.clone(),
             Record {
                 fingerprint: fingerprint.to_owned(),
                 expires: now + lease,
@@ -129,7 +129,7 @@ impl MemoryRecords {
         Some(Claimed::Claimed(fence))
     }
 
-    pub(crate) fn renew(&self, keys: &Keys, owner: &str, lease: Duration) -> bool {
+    pub(crate) fn renew(&self, keys: &RecordKeys, owner: &str, lease: Duration) -> bool {
         match self.state().owned(keys, owner) {
             Some(record) => {
                 record.expires = Instant::now() + lease;
@@ -141,7 +141,7 @@ impl MemoryRecords {
 
     pub(crate) fn complete(
         &self,
-        keys: &Keys,
+        keys: &RecordKeys,
         owner: &str,
         result: &Completion,
         retention: Duration,
@@ -155,12 +155,12 @@ impl MemoryRecords {
         true
     }
 
-    pub(crate) fn release(&self, keys: &Keys, owner: &str) -> bool {
+    pub(crate) fn release(&self, keys: &RecordKeys, owner: &str) -> bool {
         let mut state = self.state();
         if state.owned(keys, owner).is_none() {
             return false;
         }
-        state.records.remove(&keys.lock);
+        state.records.remove(&keys.record);
         true
     }
 }
@@ -169,7 +169,7 @@ impl MemoryRecords {
 mod tests {
     use super::*;
 
-    fn claim<'a>(keys: &'a Keys, token: &'a str, fingerprint: &'a str) -> Claim<'a> {
+    fn claim<'a>(keys: &'a RecordKeys, token: &'a str, fingerprint: &'a str) -> Claim<'a> {
         Claim {
             keys,
             token,
@@ -182,7 +182,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_record_goes_from_claimed_to_completed_and_tokens_keep_rising() {
         let records = MemoryRecords::default();
-        let keys = Keys::record("k".into(), "idem:{k}".into(), "idem:{k}:fence".into());
+        let keys = RecordKeys {
+            user: "k".into(),
+            record: "idem:{k}".into(),
+            fence: "idem:{k}:fence".into(),
+        };
         let Some(Claimed::Claimed(first)) = records.claim(&claim(&keys, "a", "f")) else {
             panic!("free record");
         };

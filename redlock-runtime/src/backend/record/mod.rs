@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Claim, Claimed, Complete, Completion, Keys, OpError};
+use super::{Claim, Claimed, Complete, Completion, OpError, RecordKeys};
 use crate::store::quorum::QuorumBackend;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
@@ -34,7 +34,7 @@ impl RedisBackend {
             .run(On::Waiting, Some(token), limit, |mut link| async move {
                 RECORD_CLAIM
                     .on(self.publish)
-                    .key(&keys.lock)
+                    .key(&keys.record)
                     .key(&keys.fence)
                     .arg(token)
                     .arg(millis_ceil(lease).max(1))
@@ -65,7 +65,7 @@ impl RedisBackend {
             .run(On::Plain, Some(token), limit, |mut link| async move {
                 RECORD_COMPLETE
                     .on(self.publish)
-                    .key(&keys.lock)
+                    .key(&keys.record)
                     .arg(token)
                     .arg(state)
                     .arg(result.status)
@@ -85,7 +85,7 @@ impl RedisBackend {
     pub(super) async fn release_record(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &RecordKeys,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
@@ -93,7 +93,7 @@ impl RedisBackend {
             .run(on, Some(token), limit, |mut link| async move {
                 RECORD_RELEASE
                     .on(self.publish)
-                    .key(&keys.lock)
+                    .key(&keys.record)
                     .arg(token)
                     .invoke_async(&mut link.conn)
                     .await

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::super::{AcquireReply, Keys, OpError, Renewal};
+use super::super::{AcquireReply, LockKeys, OpError, Renewal};
 use super::plain::read_acquire;
 use super::{On, RedisBackend};
 use crate::scripts::Publish;
@@ -54,9 +54,9 @@ use crate::util::millis_ceil;
 /// Adds a plain lock's renewal without a script to `pipe`: `SET lock token
 /// IFEQ token PX ttl`, which answers `OK`, or nil when the token no longer
 /// holds the lock (the key is then left as it was, or absent).
-pub(super) fn renew_conditionally(pipe: &mut redis::Pipeline, r: &Renewal<'_>) {
+pub(super) fn renew_conditionally(pipe: &mut redis::Pipeline, lock: &str, r: &Renewal<'_>) {
     pipe.cmd("SET")
-        .arg(&r.keys.lock)
+        .arg(lock)
         .arg(r.token)
         .arg("IFEQ")
         .arg(r.token)
@@ -133,7 +133,7 @@ impl RedisBackend {
     /// lock taken by a plain `SET NX`.
     pub(super) async fn acquire_conditional(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         ttl: Duration,
         limit: Duration,
@@ -219,7 +219,7 @@ impl RedisBackend {
     pub(super) async fn release_plain(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
@@ -279,7 +279,7 @@ impl RedisBackend {
     /// The release's second step: deletes the waiters' signal and
     /// publishes on the lock's channel. A failure is logged and dropped
     /// (see the module docs).
-    async fn wake_waiters(&self, on: On, keys: &Keys, token: &str, limit: Duration) {
+    async fn wake_waiters(&self, on: On, keys: &LockKeys, token: &str, limit: Duration) {
         let publish = match self.publish {
             Publish::Plain => "PUBLISH",
             Publish::Sharded => "SPUBLISH",

@@ -33,7 +33,7 @@ impl RedisBackend {
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&queue)
-                        .key(&rw.lock)
+                        .key(&rw.rw)
                         .key(&rw.fence)
                         .key(&rw.readers)
                         .key(&ended)

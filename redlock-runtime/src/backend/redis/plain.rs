@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::super::{AcquireReply, IssueFence, Keys, OpError};
+use super::super::{AcquireReply, IssueFence, LockKeys, OpError};
 use super::{On, RedisBackend, acquire_reply};
 use crate::scripts;
 use crate::store::server::coalesce::Call;
@@ -64,7 +64,7 @@ impl RedisBackend {
     /// command, is not (see [`coalesce`](super::coalesce)).
     pub(super) async fn acquire_simple(
         &self,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         ttl: Duration,
         fenced: bool,
@@ -109,7 +109,7 @@ impl RedisBackend {
     pub(super) async fn release_simple(
         &self,
         on: On,
-        keys: &Keys,
+        keys: &LockKeys,
         token: &str,
         coalesce: bool,
         limit: Duration,
@@ -137,6 +137,8 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<Option<u64>, OpError> {
         let IssueFence { keys, token } = *issue;
+        // The key holding the owner's token, and its fencing counter.
+        let [lock, fence] = keys.routed();
         let retention = self.fence_retention_ms;
         let fence: i64 = self
             .acknowledged_write(
@@ -147,8 +149,8 @@ impl RedisBackend {
                     crate::store::server::call::ScriptCall::new(
                         scripts::ISSUE_FENCE.on(self.publish),
                     )
-                    .key(&keys.lock)
-                    .key(&keys.fence)
+                    .key(lock)
+                    .key(fence)
                     .arg(token)
                     .arg(retention)
                 },

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisResult, Script, Value};
 
-use super::super::{Kind, OpError, Renewal};
+use super::super::{Keys, Kind, OpError, Renewal};
 use super::conditional::renew_conditionally;
 use super::{On, RedisBackend};
 use crate::backend::record::RECORD_RENEW;
@@ -45,14 +45,14 @@ fn pipeline(items: &[Renewal<'_>], watchdog: bool, conditional: bool) -> redis::
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for r in items {
-        if conditional && r.keys.kind == Kind::Lock {
-            renew_conditionally(&mut pipe, r);
+        if conditional && let Keys::Lock(lock) = r.keys {
+            renew_conditionally(&mut pipe, &lock.lock, r);
             continue;
         }
         let (first, second) = r.keys.renewed();
         let cmd = pipe
             .cmd("EVALSHA")
-            .arg(renew_script(r.keys.kind).get_hash())
+            .arg(renew_script(r.keys.kind()).get_hash())
             .arg(1 + usize::from(second.is_some()))
             .arg(first);
         if let Some(second) = second {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::redis::{acquire_reply, took};
 use super::{
-    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, Kind, LatchCall,
-    LatchOp, LatchReply, OpError,
+    Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, Keys, LatchCall,
+    LatchOp, LatchReply, OpError, PermitKeys, RwKeys,
 };
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -24,15 +24,36 @@ mod scripts;
 
 pub(crate) use scripts::*;
 
+/// A synchronizer's lease: a reader's, a writer's or a semaphore
+/// holder's, with its keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Shared<'a> {
+    Read(&'a RwKeys),
+    Write(&'a RwKeys),
+    Permits(&'a PermitKeys),
+}
+
+impl<'a> Shared<'a> {
+    /// The synchronizer's lease `keys` are, if they are one.
+    pub(crate) fn of(keys: &'a Keys) -> Option<Self> {
+        match keys {
+            Keys::Read(rw) => Some(Self::Read(rw)),
+            Keys::Write(rw) => Some(Self::Write(rw)),
+            Keys::Permits(permits) => Some(Self::Permits(permits)),
+            Keys::Lock(_) | Keys::Record(_) => None,
+        }
+    }
+}
+
 impl RedisBackend {
     /// One acquire attempt of a reader, a writer or a semaphore holder.
     pub(crate) async fn acquire_shared(
         &self,
+        shared: Shared<'_>,
         request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let Acquire {
-            keys,
             token,
             ttl,
             want_time,
@@ -48,18 +69,16 @@ impl RedisBackend {
                 token,
                 limit,
                 |r: &Vec<i64>| took(r),
-                |_| match keys.kind {
-                    Kind::Permits { limit, permits } => {
-                        ScriptCall::new(PERMITS_ACQUIRE.on(self.publish))
-                            .key(&keys.lock)
-                            .key(&keys.fence)
-                            .arg(token)
-                            .arg(ttl_ms)
-                            .arg(limit)
-                            .arg(permits)
-                    }
-                    Kind::Write => ScriptCall::new(WRITE_ACQUIRE.on(self.publish))
-                        .key(&keys.lock)
+                |_| match shared {
+                    Shared::Permits(keys) => ScriptCall::new(PERMITS_ACQUIRE.on(self.publish))
+                        .key(&keys.holders)
+                        .key(&keys.counts)
+                        .arg(token)
+                        .arg(ttl_ms)
+                        .arg(keys.limit)
+                        .arg(keys.permits),
+                    Shared::Write(keys) => ScriptCall::new(WRITE_ACQUIRE.on(self.publish))
+                        .key(&keys.rw)
                         .key(&keys.fence)
                         .key(&keys.readers)
                         .key(&keys.writers)
@@ -68,8 +87,8 @@ impl RedisBackend {
                         .arg(presence)
                         .arg(retention)
                         .arg(if want_time { "1" } else { "0" }),
-                    _ => ScriptCall::new(READ_ACQUIRE.on(self.publish))
-                        .key(&keys.lock)
+                    Shared::Read(keys) => ScriptCall::new(READ_ACQUIRE.on(self.publish))
+                        .key(&keys.rw)
                         .key(&keys.fence)
                         .key(&keys.readers)
                         .key(&keys.writers)
@@ -86,22 +105,22 @@ impl RedisBackend {
     pub(crate) async fn release_shared(
         &self,
         on: On,
-        keys: &Keys,
+        shared: Shared<'_>,
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
         let done: i64 = self
             .run(on, Some(token), limit, |mut link| async move {
-                let call = match keys.kind {
-                    Kind::Permits { .. } => ScriptCall::new(PERMITS_RELEASE.on(self.publish))
-                        .key(&keys.lock)
-                        .key(&keys.fence),
-                    Kind::Write => ScriptCall::new(WRITE_RELEASE.on(self.publish))
-                        .key(&keys.lock)
+                let call = match shared {
+                    Shared::Permits(keys) => ScriptCall::new(PERMITS_RELEASE.on(self.publish))
+                        .key(&keys.holders)
+                        .key(&keys.counts),
+                    Shared::Write(keys) => ScriptCall::new(WRITE_RELEASE.on(self.publish))
+                        .key(&keys.rw)
                         .key(&keys.writers),
-                    _ => ScriptCall::new(READ_RELEASE.on(self.publish))
+                    Shared::Read(keys) => ScriptCall::new(READ_RELEASE.on(self.publish))
                         .key(&keys.readers)
-                        .key(&keys.lock)
+                        .key(&keys.rw)
                         .key(&keys.writers),
                 };
                 call.arg(token)
@@ -129,7 +148,7 @@ impl RedisBackend {
                 |done| *done == 1,
                 |_| {
                     ScriptCall::new(DOWNGRADE.on(self.publish))
-                        .key(&keys.lock)
+                        .key(&keys.rw)
                         .key(&keys.readers)
                         .arg(token)
                         .arg(ttl_ms)
@@ -149,8 +168,8 @@ impl RedisBackend {
         let free: i64 = self
             .run(On::Plain, None, limit, |mut link| async move {
                 ScriptCall::new(PERMITS_AVAILABLE.on(self.publish))
-                    .key(&keys.lock)
-                    .key(&keys.fence)
+                    .key(&keys.holders)
+                    .key(&keys.counts)
                     .arg(max)
                     .invocation()
                     .invoke_async(&mut link.conn)
