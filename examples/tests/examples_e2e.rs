@@ -231,7 +231,6 @@ async fn manual_guard_walks_through_the_plain_api_on_redis() {
     for wanted in [
         "   key            invoice:7",
         "   fencing token  ",
-        "2. A extends the lease to 10 s: lease left 10.00 s, still held = true",
         "3. client B try_acquire while A holds it: None (busy)",
         // On Redis, tokens are at least Redis's clock in microseconds: the
         // example itself checks that each is larger than the last.
@@ -244,6 +243,24 @@ async fn manual_guard_walks_through_the_plain_api_on_redis() {
     ] {
         run.assert_line(wanted);
     }
+    // The extended lease counts from when the extend was sent (a lost or
+    // late answer must not lengthen it), so what is left right after it is
+    // 10 s less the round trip: 10.00 s on an idle machine, a little less
+    // on a loaded one.
+    let left: f64 = run
+        .stdout
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("2. A extends the lease to 10 s: lease left ")?
+                .strip_suffix(" s, still held = true")
+        })
+        .and_then(|left| left.parse().ok())
+        .unwrap_or_else(|| panic!("no line of the extend, held\n{}", run.report()));
+    assert!(
+        (9.0..=10.0).contains(&left),
+        "lease left after extending to 10 s: {left}\n{}",
+        run.report()
+    );
     // The holder by name (the default: host and process id), never the
     // owner token.
     let holder = run
