@@ -1,5 +1,5 @@
 //! A fair lock: waiters in a line, each granted in turn
-//! (`scripts/fair/`).
+//! (`primitive/fair/`).
 //!
 //! # What is modelled
 //! - **Time** is one global clock in ticks.

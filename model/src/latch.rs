@@ -1,5 +1,5 @@
 //! A countdown latch on one Redis, as its scripts run it
-//! (`backend/sync/latch_set.lua`, `latch_count_down.lua`) under
+//! (`primitive/latch/set.lua`, `count_down.lua`) under
 //! `redlock_runtime::Latch`.
 //!
 //! # What is modelled

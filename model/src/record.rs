@@ -1,5 +1,5 @@
 //! An idempotency record's lifecycle on one Redis, as the records' scripts
-//! run it (`backend/record/claim.lua`, `renew.lua`, `complete.lua`,
+//! run it (`primitive/record/claim.lua`, `renew.lua`, `complete.lua`,
 //! `release.lua`) under the axum layer and `redlock_runtime::records`.
 //!
 //! # What is modelled

@@ -1,7 +1,7 @@
 //! A read/write lock on one Redis, as its scripts run it
-//! (`backend/sync/read_acquire.lua`, `write_acquire.lua`,
-//! `downgrade.lua`, `lease_renew.lua`, `read_release.lua`,
-//! `write_release.lua`) under `redlock_runtime::RwLock`.
+//! (`primitive/rw/read_acquire.lua`, `write_acquire.lua`,
+//! `downgrade.lua`, `read_release.lua`, `write_release.lua`, and
+//! `primitive/lease/renew.lua`) under `redlock_runtime::RwLock`.
 //!
 //! # What is modelled
 //! - **The node** keeps the writer (its token and when its lease ends)

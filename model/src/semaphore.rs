@@ -1,6 +1,6 @@
 //! A leased semaphore on one Redis, as its scripts run it
-//! (`backend/sync/permits_acquire.lua`, `lease_renew.lua`,
-//! `permits_release.lua`) under `redlock_runtime::Semaphore`.
+//! (`primitive/semaphore/acquire.lua`, `release.lua`, and
+//! `primitive/lease/renew.lua`) under `redlock_runtime::Semaphore`.
 //!
 //! # What is modelled
 //! - **The node** keeps the holders (a sorted set: token -> lease

@@ -142,6 +142,7 @@ pub mod metrics;
 mod multi;
 mod owner;
 mod ping;
+mod primitive;
 pub mod records;
 mod request;
 mod rwlock;

@@ -75,7 +75,7 @@ use crate::lock::{HeldLock, Lost, Taken};
 use crate::telemetry::Labels;
 use crate::wakeups::{Subscription, Wakeups};
 
-pub use crate::backend::Completion;
+pub use crate::primitive::record::Completion;
 
 /// Where a layer keeps its records: the client's Redis, or (in-memory and
 /// Redlock clients) this process's memory.
@@ -254,7 +254,7 @@ impl RecordKeys {
 /// (`Claimed::Mismatch`). New answers may be added: match with a wildcard
 /// arm. (The stores answer the same type holding the claim's fencing
 /// token; this one holds the lease.)
-pub type Claimed<L = RecordLease> = crate::backend::Claimed<L>;
+pub type Claimed<L = RecordLease> = crate::primitive::record::Claimed<L>;
 
 /// A claimed record: its lease is renewed by the client's watchdog while
 /// this lives; dropped unfinished, the record is released (retried until

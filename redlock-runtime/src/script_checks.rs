@@ -1,17 +1,21 @@
 //! Every script is cluster-safe, and the check can fail.
 
-use crate::backend::fair::{FAIR_RELEASE, SCRIPTS as FAIR_SCRIPTS};
-use crate::backend::record::SCRIPTS as RECORD_SCRIPTS;
-use crate::backend::sync::SCRIPTS as SYNC_SCRIPTS;
+use crate::primitive::fair::{FAIR_RELEASE, SCRIPTS as FAIR_SCRIPTS};
+use crate::primitive::lease::LEASE_RENEW;
+use crate::primitive::{group, latch, record, rw, semaphore};
 use crate::scripts::*;
 
-/// Every script: those declared under `scripts/`, fair mode's, the
-/// synchronizers' and a record's.
+/// Every script: those declared under `scripts/`, and each primitive's
+/// in its folder of `primitive/`.
 fn every() -> impl Iterator<Item = (&'static str, &'static Lua)> {
     ALL.into_iter()
         .chain(FAIR_SCRIPTS)
-        .chain(SYNC_SCRIPTS)
-        .chain(RECORD_SCRIPTS)
+        .chain(rw::SCRIPTS)
+        .chain(semaphore::SCRIPTS)
+        .chain(latch::SCRIPTS)
+        .chain(group::SCRIPTS)
+        .chain([&LEASE_RENEW])
+        .chain(record::SCRIPTS)
         .map(|script| (script.name(), script))
 }
 

@@ -1,9 +1,9 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
 //! Each script is one `.lua` file beside the module that declares it
-//! (`lock/`, `inspect.lua`, `force_release.lua` here; fair mode's, the
-//! synchronizers' and a record's in `backend/fair/`, `backend/sync/` and
-//! `backend/record/`), readable as one text: its header says what it takes (`KEYS`, `ARGV`), what it
+//! (`lock/`, `inspect.lua`, `force_release.lua` here; every other
+//! primitive's in its folder of `primitive/`), readable as one text: its
+//! header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
 //! names the ones it calls as its [`Part`]s: [`Lua::text`] joins them
@@ -193,8 +193,8 @@ pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
 }
 
 /// Every script declared under `scripts/` (for the checks every script
-/// passes; fair mode's, the synchronizers' and a record's are the
-/// `SCRIPTS` of `backend::fair`, `backend::sync` and `backend::record`).
+/// passes; the other primitives' are the `SCRIPTS` of their folders of
+/// `primitive/`).
 #[cfg(test)]
 pub(crate) const ALL: [&Lua; 8] = [
     &ACQUIRE,

@@ -80,5 +80,5 @@ pub fn issue_fence_lua() -> String {
 /// give-back), as one Redis receives it (for the test that runs it after
 /// a release granted that waiter the lock).
 pub fn fair_leave_lua() -> String {
-    crate::backend::fair::FAIR_LEAVE.text(crate::scripts::Publish::Plain)
+    crate::primitive::fair::FAIR_LEAVE.text(crate::scripts::Publish::Plain)
 }

@@ -169,7 +169,7 @@ struct Target {
 }
 
 /// A fair release that handed the lock to the first waiter in line: the
-/// lock is that waiter's from the release on (`scripts/fair/release.lua`), for what was left of its presence in the line.
+/// lock is that waiter's from the release on (`primitive/fair/release.lua`), for what was left of its presence in the line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Grant {
     /// The fencing token the release issued to it.

@@ -1,121 +1,30 @@
 //! Locks in process memory, with the same semantics as on Redis.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::record::memory::{MAX_RECORDS, MemoryRecords};
-use super::{
-    Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, Keys, LockKeys, OpError,
-    RecordKeys, Renewal,
+use crate::primitive::lease::Shared;
+use crate::primitive::lock::memory::LockTable;
+use crate::primitive::record::memory::{MAX_RECORDS, MemoryRecords};
+use crate::primitive::{
+    Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, IssueFence, Keys,
+    LockKeys, RecordKeys, Renewal,
 };
+use crate::store::OpError;
 use crate::wakeups::{LocalWake, waiter_id};
 
 mod force;
 mod inspect;
 mod sync;
 
-#[derive(Debug)]
-struct Held {
-    token: String,
-    expires: Instant,
-    /// When it was taken (or handed over): what `inspect` shows.
-    granted: std::time::SystemTime,
-}
-
-/// A fair lock's line of waiters.
-#[derive(Debug, Default)]
-struct Line {
-    order: VecDeque<String>,
-    /// Each waiter's presence deadline.
-    presence: HashMap<String, Instant>,
-}
-
-impl Line {
-    /// Drops dead waiters from the head; the first live one.
-    fn head(&mut self, now: Instant) -> Option<&str> {
-        while let Some(head) = self.order.front() {
-            if self.presence.get(head).is_some_and(|&until| until > now) {
-                break;
-            }
-            if let Some(dead) = self.order.pop_front() {
-                self.presence.remove(&dead);
-            }
-        }
-        self.order.front().map(String::as_str)
-    }
-}
-
-/// A fencing counter and when it may be forgotten.
-#[derive(Debug, Clone, Copy)]
-struct Fence {
-    value: u64,
-    keep_until: Instant,
-}
-
-impl State {
-    /// Raises the counter at `counter` by one, kept for `retention` from
-    /// now: the token it issues (`scripts/shared/fence.lua` on Redis).
-    fn next_fence(&mut self, counter: &str, retention: Duration) -> u64 {
-        let now = Instant::now();
-        let current = match self.fences.get(counter) {
-            Some(f) if f.keep_until > now => f.value,
-            // Forgotten (or due to be): tokens go on above every one swept.
-            _ => 0,
-        };
-        let fence = current.max(self.forgotten) + 1;
-        self.fences.insert(
-            counter.to_owned(),
-            Fence {
-                value: fence,
-                keep_until: now + retention,
-            },
-        );
-        fence
-    }
-
-    /// Gives the lock to `token` until `expires`; its new fencing token,
-    /// or none (0) when `issue` is false: a lock taken as one Redis takes
-    /// it with a plain `SET NX`, whose token is issued on first ask.
-    /// `lock` and `fence`: the key holding the owner's token (a lock's, a
-    /// read/write lock's writer) and its fencing counter.
-    fn take(
-        &mut self,
-        (lock, fence): (&str, &str),
-        token: &str,
-        expires: Instant,
-        retention: Duration,
-        issue: bool,
-    ) -> u64 {
-        let fence = if issue {
-            self.next_fence(fence, retention)
-        } else {
-            0
-        };
-        self.held.insert(
-            lock.to_owned(),
-            Held {
-                token: token.to_owned(),
-                expires,
-                granted: std::time::SystemTime::now(),
-            },
-        );
-        fence
-    }
-}
-
 #[derive(Debug, Default)]
 struct State {
-    held: HashMap<String, Held>,
-    lines: HashMap<String, Line>,
-    fences: HashMap<String, Fence>,
-    /// The largest fencing token of a counter forgotten after its
-    /// retention: every later token is above it, so tokens of a key
-    /// strictly increase even across a forgotten counter (on Redis the
-    /// clock floor does this).
-    forgotten: u64,
+    /// Who holds each lock (and each read/write lock's writer), fair
+    /// mode's lines, the fencing counters.
+    locks: LockTable,
     /// Acquisitions since expired entries were last swept.
     since_sweep: usize,
     /// The read/write locks' readers and writers, semaphores, latches
@@ -132,28 +41,10 @@ const SWEEP_EVERY: usize = 1024;
 
 impl State {
     fn sweep(&mut self, now: Instant) {
-        self.held.retain(|_, lease| lease.expires > now);
-        let mut forgotten = self.forgotten;
-        self.fences.retain(|_, f| {
-            let keep = f.keep_until > now;
-            if !keep {
-                forgotten = forgotten.max(f.value);
-            }
-            keep
-        });
-        self.forgotten = forgotten;
-        self.lines.retain(|_, line| {
-            line.head(now);
-            !line.order.is_empty()
-        });
+        self.locks.sweep(now);
         self.sync.sweep(now);
         self.ended.retain(|_, (_, until)| *until > now);
         self.since_sweep = 0;
-    }
-
-    /// The fencing counter at `key`, while kept.
-    fn fence(&self, key: &str) -> u64 {
-        self.fences.get(key).map_or(0, |f| f.value)
     }
 }
 
@@ -189,7 +80,7 @@ impl MemoryBackend {
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
         let state = self.state();
-        state.held.len() + state.fences.len() + state.lines.len() + state.sync.len()
+        state.locks.len() + state.sync.len()
     }
 }
 
@@ -222,7 +113,9 @@ impl MemoryBackend {
                     state.sweep(Instant::now());
                 }
                 drop(state);
-                return self.acquire_shared(request);
+                return Shared::of(keys).map_or(AcquireReply::Busy { pttl: None }, |shared| {
+                    self.acquire_shared(shared, request)
+                });
             }
         };
         match line {
@@ -253,7 +146,7 @@ impl MemoryBackend {
         if state.since_sweep >= SWEEP_EVERY {
             state.sweep(now);
         }
-        if let Some(lease) = state.held.get_mut(&keys.lock)
+        if let Some(lease) = state.locks.held.get_mut(&keys.lock)
             && lease.expires > now
         {
             if lease.token != token {
@@ -264,10 +157,10 @@ impl MemoryBackend {
             // Ours already (an earlier attempt's answer was lost): as the
             // acquire script, a new lease and a new token in this tenure.
             lease.expires = now + ttl;
-            let fence = state.next_fence(&keys.fence, self.fence_retention);
+            let fence = state.locks.next_fence(&keys.fence, self.fence_retention);
             return AcquireReply::Acquired { fence, at_ms };
         }
-        let fence = state.take(
+        let fence = state.locks.take(
             (&keys.lock, &keys.fence),
             token,
             now + ttl,
@@ -294,20 +187,21 @@ impl MemoryBackend {
             state.sweep(now);
         }
         let holder = state
+            .locks
             .held
             .get(&keys.lock)
             .filter(|lease| lease.expires > now);
         if let Some(lease) = holder
             && lease.token == token
         {
-            let fence = state.fence(&keys.fence);
-            if let Some(lease) = state.held.get_mut(&keys.lock) {
+            let fence = state.locks.fence(&keys.fence);
+            if let Some(lease) = state.locks.held.get_mut(&keys.lock) {
                 lease.expires = now + ttl;
             }
             return AcquireReply::Acquired { fence, at_ms };
         }
         let pttl = holder.map(|lease| lease.expires - now);
-        let line = state.lines.entry(keys.lock.clone()).or_default();
+        let line = state.locks.lines.entry(keys.lock.clone()).or_default();
         let head = line.head(now).map(str::to_owned);
         if pttl.is_some() || head.as_deref().is_some_and(|h| h != token) {
             if line
@@ -324,9 +218,9 @@ impl MemoryBackend {
             line.presence.remove(token);
         }
         if line.order.is_empty() {
-            state.lines.remove(&keys.lock);
+            state.locks.lines.remove(&keys.lock);
         }
-        let fence = state.take(
+        let fence = state.locks.take(
             (&keys.lock, &keys.fence),
             token,
             now + ttl,
@@ -344,7 +238,7 @@ impl MemoryBackend {
             Keys::Lock(keys) => keys,
             Keys::Record(record) => return self.release_record(record, token),
             Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
-                return self.release_shared(keys, token);
+                return Shared::of(keys).is_some_and(|shared| self.release_shared(shared, token));
             }
         };
         let released = self.release(keys, token);
@@ -375,7 +269,9 @@ impl MemoryBackend {
         let released = match keys {
             Keys::Lock(keys) => return self.end_lock(keys, token, fair, hold),
             Keys::Record(record) => self.release_record(record, token),
-            Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => self.release_shared(keys, token),
+            Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
+                Shared::of(keys).is_some_and(|shared| self.release_shared(shared, token))
+            }
         };
         match released {
             true => Ended::Deleted,
@@ -405,6 +301,7 @@ impl MemoryBackend {
         let next = if fair {
             let now = Instant::now();
             self.state()
+                .locks
                 .lines
                 .get_mut(&keys.lock)
                 .and_then(|line| line.head(now).map(waiter_id))
@@ -420,15 +317,16 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         let free = state
+            .locks
             .held
             .get(&keys.lock)
             .is_none_or(|lease| lease.expires <= now);
-        let line = state.lines.get_mut(&keys.lock)?;
+        let line = state.locks.lines.get_mut(&keys.lock)?;
         line.order.retain(|t| t != token);
         line.presence.remove(token);
         let head = line.head(now).map(str::to_owned);
         if line.order.is_empty() {
-            state.lines.remove(&keys.lock);
+            state.locks.lines.remove(&keys.lock);
         }
         head.filter(|_| free)
     }
@@ -443,7 +341,7 @@ impl MemoryBackend {
         let now = Instant::now();
         let now_ms = self.now_ms(now);
         let mut state = self.state();
-        let Some(lease) = state.held.get_mut(&keys.lock) else {
+        let Some(lease) = state.locks.held.get_mut(&keys.lock) else {
             return Ended::NotOwner;
         };
         if lease.token != token || lease.expires <= now {
@@ -454,7 +352,7 @@ impl MemoryBackend {
             lease.expires = now + Duration::from_millis(end_ms - now_ms);
             Ended::HeldUntilMinimum
         } else {
-            state.held.remove(&keys.lock);
+            state.locks.held.remove(&keys.lock);
             Ended::Deleted
         }
     }
@@ -465,10 +363,12 @@ impl MemoryBackend {
             Keys::Lock(keys) => &keys.lock,
             Keys::Write(rw) => &rw.rw,
             Keys::Record(record) => return self.records.renew(record, token, ttl),
-            Keys::Read(_) | Keys::Permits(_) => return self.extend_shared(renewal),
+            Keys::Read(_) | Keys::Permits(_) => {
+                return Shared::of(keys).is_some_and(|shared| self.extend_shared(shared, renewal));
+            }
         };
         let now = Instant::now();
-        match self.state().held.get_mut(lock) {
+        match self.state().locks.held.get_mut(lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
                 lease.expires = now + ttl;
                 true
@@ -514,10 +414,10 @@ impl MemoryBackend {
     fn release(&self, keys: &LockKeys, token: &str) -> bool {
         let now = Instant::now();
         let mut state = self.state();
-        match state.held.get(&keys.lock) {
+        match state.locks.held.get(&keys.lock) {
             Some(lease) if lease.token == token => {
                 let live = lease.expires > now;
-                state.held.remove(&keys.lock);
+                state.locks.held.remove(&keys.lock);
                 live
             }
             _ => false,
@@ -526,22 +426,22 @@ impl MemoryBackend {
 
     /// Issues the fencing token of a lock `token` holds, as
     /// `lock/issue_fence.lua` does: the counter's next.
-    pub(crate) fn issue_fence(&self, issue: &super::IssueFence<'_>) -> Option<u64> {
+    pub(crate) fn issue_fence(&self, issue: &IssueFence<'_>) -> Option<u64> {
         let now = Instant::now();
         // The key holding the owner's token, and its fencing counter.
         let [lock, fence] = issue.keys.routed();
         let mut state = self.state();
-        let held = state.held.get(lock)?;
+        let held = state.locks.held.get(lock)?;
         if held.token != issue.token || held.expires <= now {
             return None;
         }
-        Some(state.next_fence(fence, self.fence_retention))
+        Some(state.locks.next_fence(fence, self.fence_retention))
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).
     #[cfg(test)]
     pub(crate) fn force_delete(&self, lock_key: &str) {
-        self.state().held.remove(lock_key);
+        self.state().locks.held.remove(lock_key);
     }
 }
 

@@ -1,20 +1,29 @@
-//! What the calls do on each store: the verbs of locks, records and
-//! synchronizers (their scripts, replies and in-memory twins), over the
-//! stores of [`store`](crate::store) (where a call runs: one Redis, a
-//! Cluster, Sentinel's primary, a Redlock quorum) or process memory.
+//! Which store runs a call: [`Backend`] dispatches each verb of the
+//! primitives (their keys, requests, scripts and in-memory twins are in
+//! [`primitive`](crate::primitive)) to one Redis, a Cluster, Sentinel's
+//! primary, a Redlock quorum (the stores of [`store`](crate::store)) or
+//! process memory (`memory.rs`, which holds the twins' tables). The
+//! lock's own verbs on one Redis (`redis/`) and its memory twin are still
+//! here, as are the operator's verbs on a whole name (`requests.rs`).
 //!
 //! A sealed boundary: the rest of the crate sends request structs
 //! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`], ...) through
 //! [`Backend`]'s verbs and never matches its variants. A new verb is a
-//! request struct, a script, its memory twin, one line in `routed_verbs!`
-//! (`routed.rs`: Cluster, Sentinel) and one dispatch line here, plus its Redlock
-//! fan-out where it is supported.
+//! request struct, a script and its memory twin in its primitive's
+//! folder, one line in `routed_verbs!` (`routed.rs`: Cluster, Sentinel)
+//! and one dispatch line here, plus its Redlock fan-out where it is
+//! supported.
 
 use std::fmt;
 use std::time::Duration;
 
-pub(crate) use keys::{Keys, Kind, LatchKeys, LockKeys, PermitKeys, RecordKeys, RwKeys};
-pub use requests::*;
+pub(crate) use crate::primitive::Claimed;
+pub(crate) use crate::primitive::{
+    Acquire, AcquireReply, Available, Claim, Complete, Downgrade, End, Ended, GiveBack,
+    GroupAcquire, GroupReply, IssueFence, Keys, Kind, LatchCall, LatchKeys, LatchOp, LatchReply,
+    LockKeys, PermitKeys, RecordKeys, Renewal, RwKeys, keys,
+};
+pub(crate) use requests::*;
 
 pub(crate) use crate::store::NodePing;
 pub use crate::store::NodeRole;
@@ -25,15 +34,11 @@ use crate::store::sentinel::{self, SentinelBackend};
 use crate::store::server::RedisBackend;
 
 mod cluster_renew;
-pub(crate) mod fair;
-pub(crate) mod keys;
 pub(crate) mod memory;
 mod quorum;
-pub(crate) mod record;
 mod redis;
 mod requests;
 mod routed;
-pub(crate) mod sync;
 
 /// Where a client keeps its locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,7 +139,7 @@ impl Backend {
     }
 
     /// Whether a fair waiter takes a lock a release handed it (a grant
-    /// message, see `FAIR_RELEASE` in `scripts/fair.rs`) without asking: not
+    /// message, see `FAIR_RELEASE` in `primitive/fair/`) without asking: not
     /// where writes must reach replicas (`WAIT`): there it asks, and its
     /// ask is acknowledged. Memory wakes its waiters without grants, and
     /// Redlock has no fair mode.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::sync::Shared;
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, LockKeys, OpError, Renewal};
+use crate::primitive::lease::{Shared, acquire_reply, took};
 use crate::scripts;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -318,28 +318,5 @@ impl RedisBackend {
             })
             .await?;
         Ok(done == 1)
-    }
-}
-
-/// Whether an acquire script's reply says the lock was taken (a write to
-/// acknowledge).
-pub(super) fn took(reply: &[i64]) -> bool {
-    reply.first() == Some(&1)
-}
-
-/// Reads the reply of the acquire scripts: `{1, fence[, now_ms]}` or
-/// `{0, pttl}` (-1: no expiry, not one of ours; -2: gone; -3: free, but
-/// another waiter is first in line).
-pub(super) fn acquire_reply(reply: &[i64]) -> AcquireReply {
-    let value = |i: usize| reply.get(i).copied().unwrap_or(-1);
-    if value(0) == 1 {
-        AcquireReply::Acquired {
-            fence: u64::try_from(value(1)).unwrap_or(0),
-            at_ms: reply.get(2).and_then(|&t| u64::try_from(t).ok()),
-        }
-    } else {
-        AcquireReply::Busy {
-            pttl: u64::try_from(value(1)).ok().map(Duration::from_millis),
-        }
     }
 }

@@ -26,26 +26,31 @@ impl MemoryBackend {
             let mut head = None;
             // How long the longest ended lease would have lasted.
             let mut longest = Duration::ZERO;
-            if let Some(held) = state.held.remove(&keys.lock).filter(|h| h.expires > now) {
+            if let Some(held) = state
+                .locks
+                .held
+                .remove(&keys.lock)
+                .filter(|h| h.expires > now)
+            {
                 longest = longest.max(held.expires - now);
                 reply.ended.push(ended(held.token, Some(held.granted)));
-                reply.fence = Some(state.next_fence(&keys.fence, retention));
+                reply.fence = Some(state.locks.next_fence(&keys.fence, retention));
                 // The first fair waiter, by its id (an empty wake-up when
                 // no one is in line).
                 head = Some(
-                    (state.lines.get_mut(&keys.lock))
+                    (state.locks.lines.get_mut(&keys.lock))
                         .and_then(|line| line.head(now).map(waiter_id)),
                 );
             }
-            let writer = state.held.remove(&rw.rw).filter(|h| h.expires > now);
+            let writer = state.locks.held.remove(&rw.rw).filter(|h| h.expires > now);
             if let Some(writer) = &writer {
                 longest = longest.max(writer.expires - now);
                 reply
                     .ended
                     .push(ended(writer.token.clone(), Some(writer.granted)));
-                reply.write_fence = Some(state.next_fence(&rw.fence, retention));
+                reply.write_fence = Some(state.locks.next_fence(&rw.fence, retention));
             }
-            let readers = state.sync.end_readers(&rw.rw, now);
+            let readers = state.sync.rw.end_readers(&rw.rw, now);
             let rw_freed = writer.is_some() || !readers.is_empty();
             for (token, end) in readers {
                 longest = longest.max(end - now);

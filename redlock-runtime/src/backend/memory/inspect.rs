@@ -17,6 +17,7 @@ impl MemoryBackend {
         let state = self.state();
         let live = |key: &str| {
             state
+                .locks
                 .held
                 .get(key)
                 .filter(|h| h.expires > now)
@@ -28,15 +29,22 @@ impl MemoryBackend {
         };
         let fence = |key: &str| {
             state
+                .locks
                 .fences
                 .get(key)
                 .filter(|f| f.keep_until > now)
                 .map(|f| f.value)
         };
-        let mut out = Inspection {
+        let lease = |token: &str, end: Instant| Lease {
+            token: token.to_owned(),
+            left: Some(end - now),
+            granted: None,
+        };
+        let (rw_table, permits) = (&state.sync.rw, &state.sync.permits);
+        Inspection {
             lock: live(&keys.lock),
             fence: fence(&keys.fence),
-            fair_waiters: state.lines.get(&keys.lock).map_or(0, |line| {
+            fair_waiters: state.locks.lines.get(&keys.lock).map_or(0, |line| {
                 line.presence.values().filter(|until| **until > now).count() as u64
             }),
             writer: live(&rw.rw),
@@ -45,11 +53,13 @@ impl MemoryBackend {
                 .filter(|(_, until)| *until > now)
                 .map(|(ids, _)| ids.iter().cloned().collect())
                 .unwrap_or_default(),
-            ..Inspection::default()
-        };
-        state
-            .sync
-            .inspect_into(&rw.rw, &semaphore.holders, now, &mut out);
-        out
+            readers: (rw_table.readers(&rw.rw, now).into_iter())
+                .map(|(token, end)| lease(token, end))
+                .collect(),
+            waiting_writers: rw_table.waiting_writers(&rw.rw, now),
+            permits: (permits.holders(&semaphore.holders, now).into_iter())
+                .map(|(token, n, end)| (lease(token, end), n))
+                .collect(),
+        }
     }
 }

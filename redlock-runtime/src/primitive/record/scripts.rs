@@ -17,7 +17,7 @@ use crate::scripts::{FENCE, Lua, Part};
 
 /// absent -> in progress, or what is there (`claim.lua`).
 pub(crate) static RECORD_CLAIM: Lua = Lua::new(
-    "backend/record/claim.lua",
+    "primitive/record/claim.lua",
     &[FENCE],
     include_str!("claim.lua"),
 );
@@ -25,18 +25,18 @@ pub(crate) static RECORD_CLAIM: Lua = Lua::new(
 /// Resets the lease while the owner holds the record
 /// (`renew.lua`).
 pub(crate) static RECORD_RENEW: Lua =
-    Lua::new("backend/record/renew.lua", &[], include_str!("renew.lua"));
+    Lua::new("primitive/record/renew.lua", &[], include_str!("renew.lua"));
 
 /// in progress -> completed, for the owner only (`complete.lua`).
 pub(crate) static RECORD_COMPLETE: Lua = Lua::new(
-    "backend/record/complete.lua",
+    "primitive/record/complete.lua",
     &[Part::Publish],
     include_str!("complete.lua"),
 );
 
 /// in progress -> absent, for the owner only (`release.lua`).
 pub(crate) static RECORD_RELEASE: Lua = Lua::new(
-    "backend/record/release.lua",
+    "primitive/record/release.lua",
     &[Part::Publish],
     include_str!("release.lua"),
 );

@@ -8,7 +8,7 @@ use crate::scripts::{FAIR_LINE, FENCE, HAND_OVER, Lua, Part};
 /// Fair acquire: the lock goes to the first live waiter in arrival order
 /// (`acquire.lua`).
 pub(crate) static FAIR_ACQUIRE: Lua = Lua::new(
-    "backend/fair/acquire.lua",
+    "primitive/fair/acquire.lua",
     &[FAIR_LINE, FENCE],
     include_str!("acquire.lua"),
 );
@@ -16,7 +16,7 @@ pub(crate) static FAIR_ACQUIRE: Lua = Lua::new(
 /// Fair release: hands the lock straight to the first live waiter in line,
 /// if there is one, else deletes it (`release.lua`).
 pub(crate) static FAIR_RELEASE: Lua = Lua::new(
-    "backend/fair/release.lua",
+    "primitive/fair/release.lua",
     &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
     include_str!("release.lua"),
 );
@@ -24,7 +24,7 @@ pub(crate) static FAIR_RELEASE: Lua = Lua::new(
 /// A fair waiter gives up: it leaves the line, and a lock it holds goes on
 /// to the next waiter (`leave.lua`).
 pub(crate) static FAIR_LEAVE: Lua = Lua::new(
-    "backend/fair/leave.lua",
+    "primitive/fair/leave.lua",
     &[Part::Publish, FAIR_LINE, FENCE, HAND_OVER],
     include_str!("leave.lua"),
 );

@@ -1,25 +1,20 @@
-//! Fair mode: the line of waiters beside the lock (a list of tokens in
-//! arrival order, and each waiter's presence deadline in a sorted set),
-//! taken, left and woken by its scripts (`scripts.rs`, the `.lua` files
-//! beside it); its verbs on one Redis here. (Its twin in process memory
-//! is still `backend/memory.rs`'s `acquire_fair` and `leave_queue`.)
+//! Fair mode on one Redis: an acquire queues in line, a release or a
+//! leave hands the lock to the first live waiter.
 
 use std::time::Duration;
 
-use super::redis::{acquire_reply, took};
-use super::{AcquireReply, LockKeys, OpError};
+use super::scripts::*;
+use crate::primitive::LockKeys;
+use crate::primitive::lease::{AcquireReply, acquire_reply, took};
+use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
-mod scripts;
-
-pub(crate) use scripts::*;
-
 impl RedisBackend {
     /// One fair acquire attempt: the lock goes to the first live waiter;
     /// others are queued (or keep their place) for `presence`.
-    pub(super) async fn acquire_fair(
+    pub(crate) async fn acquire_fair(
         &self,
         keys: &LockKeys,
         token: &str,
@@ -54,7 +49,7 @@ impl RedisBackend {
 
     /// Releases a fair lock `token` holds, handing it to the first live
     /// waiter in line (see [`FAIR_RELEASE`]).
-    pub(super) async fn release_fair_on(
+    pub(crate) async fn release_fair_on(
         &self,
         on: On,
         keys: &LockKeys,
@@ -66,7 +61,7 @@ impl RedisBackend {
 
     /// Takes `token` out of the line and gives back a lock it holds, in one
     /// step (see [`FAIR_LEAVE`]): whether it held the lock.
-    pub(super) async fn leave_queue_on(
+    pub(crate) async fn leave_queue_on(
         &self,
         on: On,
         keys: &LockKeys,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::{Claim, Claimed, Completion, RecordKeys};
+use super::{Claim, Claimed, Completion, RecordKeys};
 
 /// Expired entries are swept every this many operations.
 const SWEEP_EVERY: u64 = 1024;

@@ -1,19 +1,14 @@
-//! Idempotency records: their scripts (`scripts.rs`, the `.lua` files
-//! beside it), their verbs on one Redis (here) and their twin in process
-//! memory (`memory.rs`), and the refusal of them on Redlock: a record
-//! lives in one store.
+//! Idempotency records on one Redis, and their refusal on Redlock: a
+//! record lives in one store.
 
 use std::time::Duration;
 
-use super::{Claim, Claimed, Complete, Completion, OpError, RecordKeys};
+use super::scripts::*;
+use super::{Claim, Claimed, Complete, Completion, RecordKeys};
+use crate::store::OpError;
 use crate::store::quorum::QuorumBackend;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
-
-pub(crate) mod memory;
-mod scripts;
-
-pub(crate) use scripts::*;
 
 impl RedisBackend {
     /// Claims a record; on the owner's connection of the acquire lane, so
@@ -82,7 +77,7 @@ impl RedisBackend {
 
 impl RedisBackend {
     /// in progress -> absent, owner-checked: whether it was ours.
-    pub(super) async fn release_record(
+    pub(crate) async fn release_record(
         &self,
         on: On,
         keys: &RecordKeys,

@@ -1,0 +1,82 @@
+//! A lock: its keys ([`LockKeys`]), the fencing token issued on first
+//! ask ([`IssueFence`]), and its table in the memory twin (`memory.rs`).
+//! (Its scripts are still `scripts/lock/`, and its verbs on one Redis
+//! `backend/redis/`.)
+
+use super::Keys;
+use super::keys::{suffixed, tagged};
+
+pub(crate) mod memory;
+
+/// A lock's keys.
+#[derive(Debug, Clone)]
+pub(crate) struct LockKeys {
+    /// The key as the user gave it (for errors and logs).
+    pub(crate) user: String,
+    /// `prefix{user}`: holds the owner's token, with the lease as its
+    /// expiry; the channel its releases publish on.
+    pub(crate) lock: String,
+    /// `prefix{user}:fence`: the fencing counter, kept for the retention
+    /// after each acquire (tokens never go back: see `design`).
+    pub(crate) fence: String,
+    /// `prefix{user}:waited`: the waiters' signal, which a waiter's busy
+    /// attempt sets and the release deletes, publishing when it was there
+    /// (see `scripts/shared/waiting.lua`).
+    pub(crate) waited: String,
+}
+
+impl LockKeys {
+    /// The lock `user` under `prefix`.
+    pub(crate) fn new(prefix: &str, user: String) -> Self {
+        let lock = tagged(prefix, &user, "");
+        Self {
+            fence: suffixed(&lock, ":fence"),
+            waited: suffixed(&lock, ":waited"),
+            user,
+            lock,
+        }
+    }
+
+    /// Fair mode: the waiters' tokens in arrival order (a list).
+    pub(crate) fn queue(&self) -> String {
+        suffixed(&self.lock, ":queue")
+    }
+
+    /// Fair mode: each waiter's presence deadline (a sorted set).
+    pub(crate) fn waiters(&self) -> String {
+        suffixed(&self.lock, ":waiters")
+    }
+
+    /// The holders of this name's lock and read/write lock that an
+    /// operator ended (a set of their `waiter_id`s: see
+    /// `scripts::FORCE_RELEASE`).
+    pub(crate) fn ended(&self) -> String {
+        suffixed(&self.lock, ":ended")
+    }
+
+    /// The keys a store routes a call by (they share one slot).
+    pub(crate) fn routed(&self) -> [&str; 2] {
+        [&self.lock, &self.fence]
+    }
+
+    /// The hash tag the keys share (what Redis Cluster hashes): the
+    /// first `{..}` of the lock's key, which a prefix may hold too.
+    pub(crate) fn tag(&self) -> &str {
+        let lock = self.lock.as_str();
+        lock.find('{')
+            .and_then(|open| {
+                let rest = &lock[open + 1..];
+                rest.find('}')
+                    .filter(|&len| len > 0)
+                    .map(|len| &rest[..len])
+            })
+            .unwrap_or(lock)
+    }
+}
+
+/// Issues a held lock's fencing token, if `token` still holds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IssueFence<'a> {
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a str,
+}
