@@ -105,7 +105,9 @@ impl LockGuard {
     /// with [`fenced(true)`](crate::LockClientBuilder::fenced)), fair mode,
     /// Redlock and a read/write lock's writer issue it with the acquire, and
     /// this returns at once. Tokens increase in the order of tenure either
-    /// way (see [`design`](crate::design), "Fencing tokens").
+    /// way (see [`design`](crate::design), "Fencing tokens"). A read
+    /// guard's is the last write token issued before it got in (readers
+    /// share it; 0 while no writer has held the lock), returned at once.
     ///
     /// # Errors
     /// [`LockError::Lost`] when the lock is no longer this guard's (the

@@ -319,8 +319,16 @@ impl HeldLock {
         if let Some(reason) = self.reentry_refused() {
             return Err(lost(reason));
         }
+        // Only a plain lock issues its token on first ask. A writer's came
+        // with its acquire; a reader's is the last write token issued
+        // before it got in, 0 while no writer has held the lock (there is
+        // no writer's token for the issue script to find: it would call
+        // the read lock lost). Permits carry none.
+        let Keys::Lock(keys) = &self.keys else {
+            return Ok(self.fence());
+        };
         let issue = IssueFence {
-            keys: &self.keys,
+            keys,
             token: &self.token,
         };
         let sent = Instant::now();

@@ -124,7 +124,7 @@ impl Lua {
 
     /// Its name, which a Redis call's span gives it: its file's path under
     /// the folder that holds the scripts' modules (`scripts/` or
-    /// `backend/`), without `.lua` (`lock/acquire`, `record/claim`).
+    /// `primitive/`), without `.lua` (`lock/acquire`, `record/claim`).
     pub(crate) fn name(&self) -> &'static str {
         let file = self.file.strip_suffix(".lua").unwrap_or(self.file);
         file.split_once('/').map_or(file, |(_, name)| name)

@@ -279,6 +279,37 @@ async fn a_downgrade_lets_readers_in_without_a_gap(nodes: Nodes) {
     );
 }
 
+/// A reader's fencing token is the last write token issued before it
+/// got in, without a script and without a loss: 0 while no writer has
+/// held the lock (it used to be asked of the lock's issue script, which
+/// found no writer's token and called the read lock lost).
+async fn a_readers_fencing_token_is_the_last_write_token(nodes: Nodes) {
+    let rw = nodes.one().rw_lock("ledger:9");
+    let read = rw.read().acquire().await.expect("read");
+    assert_eq!(
+        read.fencing_token()
+            .await
+            .expect("a reader's token, no writer yet"),
+        0,
+        "no write token issued yet"
+    );
+    assert!(read.is_held(), "asking for the token lost nothing");
+    read.release().await.expect("read release");
+    let write = nodes.node(1).rw_lock("ledger:9").write().acquire().await;
+    let write = write.expect("write");
+    let token = write.fencing_token().await.expect("a writer's token");
+    assert!(token > 0, "a writer's token is issued with its acquire");
+    write.release().await.expect("write release");
+    let read = nodes.node(2).rw_lock("ledger:9").read().acquire().await;
+    let read = read.expect("read after the write");
+    assert_eq!(
+        read.fencing_token().await.expect("a reader's token"),
+        token,
+        "the last write token"
+    );
+    read.release().await.expect("read release");
+}
+
 // ----- semaphore -----
 
 /// One holder inside, counted out when dropped (an aborted task too).
@@ -630,10 +661,14 @@ async fn a_cancelled_multi_lock_leaves_nothing_held(nodes: Nodes) {
 }
 
 /// Every scenario above, named for the cases below.
-const SCENARIOS: [(&str, Scenario); 11] = [
+const SCENARIOS: [(&str, Scenario); 12] = [
     (
         "readers_and_writers_exclude",
         scenario!(readers_and_writers_exclude),
+    ),
+    (
+        "a_readers_fencing_token_is_the_last_write_token",
+        scenario!(a_readers_fencing_token_is_the_last_write_token),
     ),
     (
         "a_writer_is_not_starved_by_readers",

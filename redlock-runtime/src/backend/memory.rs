@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::primitive::fair;
 use crate::primitive::lease::Shared;
 use crate::primitive::lock::memory::LockTable;
 use crate::primitive::record::memory::{MAX_RECORDS, MemoryRecords};
@@ -93,6 +94,23 @@ impl MemoryBackend {
         u64::try_from((now - self.epoch).as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// The instant, and the store's clock when `want_time` (what a
+    /// script's `TIME` gives on Redis).
+    fn at(&self, want_time: bool) -> (Instant, Option<u64>) {
+        let now = Instant::now();
+        (now, want_time.then(|| self.now_ms(now)))
+    }
+
+    /// The state, swept of what ended every [`SWEEP_EVERY`] acquisitions.
+    fn swept_state(&self, now: Instant) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self.state();
+        state.since_sweep += 1;
+        if state.since_sweep >= SWEEP_EVERY {
+            state.sweep(now);
+        }
+        state
+    }
+
     pub(crate) fn acquire(&self, request: &Acquire<'_>) -> AcquireReply {
         let Acquire {
             keys,
@@ -102,132 +120,34 @@ impl MemoryBackend {
             line,
             ..
         } = *request;
+        let at = self.at(want_time);
         let keys = match keys {
             Keys::Lock(keys) => keys,
             // Records are claimed, not acquired: nothing to take.
             Keys::Record(_) => return AcquireReply::Busy { pttl: None },
             Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
-                let mut state = self.state();
-                state.since_sweep += 1;
-                if state.since_sweep >= SWEEP_EVERY {
-                    state.sweep(Instant::now());
-                }
-                drop(state);
+                drop(self.swept_state(at.0));
                 return Shared::of(keys).map_or(AcquireReply::Busy { pttl: None }, |shared| {
                     self.acquire_shared(shared, request)
                 });
             }
         };
+        let retention = self.fence_retention;
+        let mut state = self.swept_state(at.0);
         match line {
-            Some(presence) => self.acquire_fair(keys, token, ttl, presence, want_time),
+            Some(presence) => {
+                let times = (ttl, presence);
+                fair::memory::acquire(&mut state.locks, keys, token, times, at, retention)
+            }
             None => {
                 // As one Redis: the first attempt of a lock that needs no
                 // token now is a plain `SET NX`, which issues none (its
                 // token comes on first ask, `issue_fence`); any other
                 // attempt runs the acquire script, which issues one.
                 let issue = request.fenced || !request.fresh || want_time;
-                self.acquire_plain(keys, token, ttl, want_time, issue)
+                (state.locks).acquire(keys, token, ttl, at, retention, issue)
             }
         }
-    }
-
-    fn acquire_plain(
-        &self,
-        keys: &LockKeys,
-        token: &str,
-        ttl: Duration,
-        want_time: bool,
-        issue: bool,
-    ) -> AcquireReply {
-        let now = Instant::now();
-        let at_ms = want_time.then(|| self.now_ms(now));
-        let mut state = self.state();
-        state.since_sweep += 1;
-        if state.since_sweep >= SWEEP_EVERY {
-            state.sweep(now);
-        }
-        if let Some(lease) = state.locks.held.get_mut(&keys.lock)
-            && lease.expires > now
-        {
-            if lease.token != token {
-                return AcquireReply::Busy {
-                    pttl: Some(lease.expires - now),
-                };
-            }
-            // Ours already (an earlier attempt's answer was lost): as the
-            // acquire script, a new lease and a new token in this tenure.
-            lease.expires = now + ttl;
-            let fence = state.locks.next_fence(&keys.fence, self.fence_retention);
-            return AcquireReply::Acquired { fence, at_ms };
-        }
-        let fence = state.locks.take(
-            (&keys.lock, &keys.fence),
-            token,
-            now + ttl,
-            self.fence_retention,
-            issue,
-        );
-        AcquireReply::Acquired { fence, at_ms }
-    }
-
-    fn acquire_fair(
-        &self,
-        keys: &LockKeys,
-        token: &str,
-        ttl: Duration,
-        presence: Duration,
-        want_time: bool,
-    ) -> AcquireReply {
-        let now = Instant::now();
-        let at_ms = want_time.then(|| self.now_ms(now));
-        let mut state = self.state();
-        let state = &mut *state;
-        state.since_sweep += 1;
-        if state.since_sweep >= SWEEP_EVERY {
-            state.sweep(now);
-        }
-        let holder = state
-            .locks
-            .held
-            .get(&keys.lock)
-            .filter(|lease| lease.expires > now);
-        if let Some(lease) = holder
-            && lease.token == token
-        {
-            let fence = state.locks.fence(&keys.fence);
-            if let Some(lease) = state.locks.held.get_mut(&keys.lock) {
-                lease.expires = now + ttl;
-            }
-            return AcquireReply::Acquired { fence, at_ms };
-        }
-        let pttl = holder.map(|lease| lease.expires - now);
-        let line = state.locks.lines.entry(keys.lock.clone()).or_default();
-        let head = line.head(now).map(str::to_owned);
-        if pttl.is_some() || head.as_deref().is_some_and(|h| h != token) {
-            if line
-                .presence
-                .insert(token.to_owned(), now + presence)
-                .is_none()
-            {
-                line.order.push_back(token.to_owned());
-            }
-            return AcquireReply::Busy { pttl };
-        }
-        if head.is_some() {
-            line.order.pop_front();
-            line.presence.remove(token);
-        }
-        if line.order.is_empty() {
-            state.locks.lines.remove(&keys.lock);
-        }
-        let fence = state.locks.take(
-            (&keys.lock, &keys.fence),
-            token,
-            now + ttl,
-            self.fence_retention,
-            true,
-        );
-        AcquireReply::Acquired { fence, at_ms }
     }
 
     /// Gives back an acquire that returned no guard: the lock if its token
@@ -241,11 +161,14 @@ impl MemoryBackend {
                 return Shared::of(keys).is_some_and(|shared| self.release_shared(shared, token));
             }
         };
-        let released = self.release(keys, token);
-        let next = if fair {
-            self.leave_queue(keys, token)
-        } else {
-            None
+        let now = Instant::now();
+        let (released, next) = {
+            let mut state = self.state();
+            let released = state.locks.release(keys, token, now);
+            let next = fair
+                .then(|| fair::memory::leave(&mut state.locks, keys, token, now))
+                .flatten();
+            (released, next)
         };
         // The next waiter by its id, as `FAIR_LEAVE` publishes it.
         let next = next.map(|token| waiter_id(&token));
@@ -287,74 +210,27 @@ impl MemoryBackend {
         fair: bool,
         hold: Option<(u64, Duration)>,
     ) -> Ended {
-        if let Some((at_ms, min)) = hold {
-            let ended = self.release_after_hold(keys, token, at_ms, min);
+        let now = Instant::now();
+        if let Some(hold) = hold {
+            let clock = (now, self.now_ms(now));
+            let ended = (self.state().locks).release_after_hold(keys, token, hold, clock);
             if ended == Ended::Deleted {
                 self.wake.released(&keys.lock, None);
             }
             return ended;
         }
-        if !self.release(keys, token) {
-            return Ended::NotOwner;
-        }
-        // The first in line, by its id (see `waiter_id`).
-        let next = if fair {
-            let now = Instant::now();
-            self.state()
-                .locks
-                .lines
-                .get_mut(&keys.lock)
-                .and_then(|line| line.head(now).map(waiter_id))
-        } else {
-            None
+        let next = {
+            let mut state = self.state();
+            if !state.locks.release(keys, token, now) {
+                return Ended::NotOwner;
+            }
+            fair.then(|| fair::memory::head(&mut state.locks, keys, now))
+                .flatten()
         };
+        // The first in line, by its id (see `waiter_id`).
+        let next = next.map(|token| waiter_id(&token));
         self.wake.released(&keys.lock, next.as_deref());
         Ended::Deleted
-    }
-
-    /// A fair waiter gives up its place; the waiter to wake, if the lock is free.
-    fn leave_queue(&self, keys: &LockKeys, token: &str) -> Option<String> {
-        let now = Instant::now();
-        let mut state = self.state();
-        let free = state
-            .locks
-            .held
-            .get(&keys.lock)
-            .is_none_or(|lease| lease.expires <= now);
-        let line = state.locks.lines.get_mut(&keys.lock)?;
-        line.order.retain(|t| t != token);
-        line.presence.remove(token);
-        let head = line.head(now).map(str::to_owned);
-        if line.order.is_empty() {
-            state.locks.lines.remove(&keys.lock);
-        }
-        head.filter(|_| free)
-    }
-
-    fn release_after_hold(
-        &self,
-        keys: &LockKeys,
-        token: &str,
-        at_ms: u64,
-        hold: Duration,
-    ) -> Ended {
-        let now = Instant::now();
-        let now_ms = self.now_ms(now);
-        let mut state = self.state();
-        let Some(lease) = state.locks.held.get_mut(&keys.lock) else {
-            return Ended::NotOwner;
-        };
-        if lease.token != token || lease.expires <= now {
-            return Ended::NotOwner;
-        }
-        let end_ms = at_ms.saturating_add(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX));
-        if end_ms > now_ms {
-            lease.expires = now + Duration::from_millis(end_ms - now_ms);
-            Ended::HeldUntilMinimum
-        } else {
-            state.locks.held.remove(&keys.lock);
-            Ended::Deleted
-        }
     }
 
     pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
@@ -367,14 +243,7 @@ impl MemoryBackend {
                 return Shared::of(keys).is_some_and(|shared| self.extend_shared(shared, renewal));
             }
         };
-        let now = Instant::now();
-        match self.state().locks.held.get_mut(lock) {
-            Some(lease) if lease.token == token && lease.expires > now => {
-                lease.expires = now + ttl;
-                true
-            }
-            _ => false,
-        }
+        (self.state().locks).renew(lock, token, ttl, Instant::now())
     }
 
     /// Claims an idempotency record.
@@ -411,31 +280,12 @@ impl MemoryBackend {
         renewals.iter().map(|r| Ok(self.extend(r))).collect()
     }
 
-    fn release(&self, keys: &LockKeys, token: &str) -> bool {
-        let now = Instant::now();
-        let mut state = self.state();
-        match state.locks.held.get(&keys.lock) {
-            Some(lease) if lease.token == token => {
-                let live = lease.expires > now;
-                state.locks.held.remove(&keys.lock);
-                live
-            }
-            _ => false,
-        }
-    }
-
     /// Issues the fencing token of a lock `token` holds, as
     /// `lock/issue_fence.lua` does: the counter's next.
     pub(crate) fn issue_fence(&self, issue: &IssueFence<'_>) -> Option<u64> {
-        let now = Instant::now();
-        // The key holding the owner's token, and its fencing counter.
-        let [lock, fence] = issue.keys.routed();
-        let mut state = self.state();
-        let held = state.locks.held.get(lock)?;
-        if held.token != issue.token || held.expires <= now {
-            return None;
-        }
-        Some(state.locks.next_fence(fence, self.fence_retention))
+        let IssueFence { keys, token } = *issue;
+        let retention = self.fence_retention;
+        (self.state().locks).issue_fence(keys, token, Instant::now(), retention)
     }
 
     /// Deletes a lock whoever holds it (for tests of lost-lock handling).

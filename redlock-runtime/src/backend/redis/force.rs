@@ -3,8 +3,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease, OpError};
-use super::RedisBackend;
 use crate::scripts;
+use crate::store::server::RedisBackend;
 use crate::store::server::call::ScriptCall;
 use crate::util::millis_ceil;
 

@@ -3,9 +3,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::super::{Inspect, Inspection, Lease, OpError};
-use super::{On, RedisBackend};
 use crate::scripts;
 use crate::store::server::call::ScriptCall;
+use crate::store::server::{On, RedisBackend};
 
 /// The reply of [`scripts::INSPECT`].
 type Reply = (

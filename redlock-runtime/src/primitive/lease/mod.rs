@@ -10,6 +10,8 @@ use std::time::Duration;
 use super::{LockKeys, PermitKeys, RecordKeys, RwKeys};
 
 pub(crate) mod memory;
+mod redis;
+mod renew;
 mod shared;
 
 pub(crate) use shared::{LEASE_RENEW, Shared};

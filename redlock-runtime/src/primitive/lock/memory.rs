@@ -1,14 +1,17 @@
-//! A lock's table in the memory twin: who holds each key (a lock's, or a
-//! read/write lock's writer's) until when, fair mode's lines, and the
-//! fencing counters, with the steps the other twins share (take a key,
-//! issue a token).
+//! A lock's twin in process memory: its table (who holds each key, a
+//! lock's or a read/write lock's writer's, until when; fair mode's lines;
+//! the fencing counters) and its steps, each what one of its scripts does
+//! on Redis (`acquire.lua`, `release.lua`, `release_after_hold.lua`,
+//! `extend.lua`, `issue_fence.lua`). The other twins that hold a key as a
+//! lock does (the writer, the group, fair mode) take and renew it here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::primitive::fair::memory::Line;
+use super::LockKeys;
+use crate::primitive::lease::{AcquireReply, Ended};
 
 /// A key's holder.
 #[derive(Debug)]
@@ -17,6 +20,30 @@ pub(crate) struct Held {
     pub(crate) expires: Instant,
     /// When it was taken (or handed over): what `inspect` shows.
     pub(crate) granted: SystemTime,
+}
+
+/// A fair lock's line of waiters.
+#[derive(Debug, Default)]
+pub(crate) struct Line {
+    /// The waiters' tokens in arrival order.
+    pub(crate) order: VecDeque<String>,
+    /// Each waiter's presence deadline.
+    pub(crate) presence: HashMap<String, Instant>,
+}
+
+impl Line {
+    /// Drops dead waiters from the head; the first live one.
+    pub(crate) fn head(&mut self, now: Instant) -> Option<&str> {
+        while let Some(head) = self.order.front() {
+            if self.presence.get(head).is_some_and(|&until| until > now) {
+                break;
+            }
+            if let Some(dead) = self.order.pop_front() {
+                self.presence.remove(&dead);
+            }
+        }
+        self.order.front().map(String::as_str)
+    }
 }
 
 /// A fencing counter and when it may be forgotten.
@@ -118,6 +145,108 @@ impl LockTable {
             },
         );
         fence
+    }
+
+    /// One acquire attempt (`acquire.lua`; with `issue` false, the plain
+    /// `SET NX` of a lock whose token is issued on first ask): a lock this
+    /// token holds already (an earlier attempt's answer was lost) gets a
+    /// new lease and a new token in this tenure, as the script does.
+    pub(crate) fn acquire(
+        &mut self,
+        keys: &LockKeys,
+        token: &str,
+        ttl: Duration,
+        (now, at_ms): (Instant, Option<u64>),
+        retention: Duration,
+        issue: bool,
+    ) -> AcquireReply {
+        if let Some(lease) = self.held.get_mut(&keys.lock)
+            && lease.expires > now
+        {
+            if lease.token != token {
+                return AcquireReply::Busy {
+                    pttl: Some(lease.expires - now),
+                };
+            }
+            lease.expires = now + ttl;
+            let fence = self.next_fence(&keys.fence, retention);
+            return AcquireReply::Acquired { fence, at_ms };
+        }
+        let fence = self.take(
+            (&keys.lock, &keys.fence),
+            token,
+            now + ttl,
+            retention,
+            issue,
+        );
+        AcquireReply::Acquired { fence, at_ms }
+    }
+
+    /// Deletes the lock if `token` holds it (`release.lua`): whether its
+    /// lease still lasted.
+    pub(crate) fn release(&mut self, keys: &LockKeys, token: &str, now: Instant) -> bool {
+        match self.held.get(&keys.lock) {
+            Some(lease) if lease.token == token => {
+                let live = lease.expires > now;
+                self.held.remove(&keys.lock);
+                live
+            }
+            _ => false,
+        }
+    }
+
+    /// Ends a lock held for a minimum time (`release_after_hold.lua`):
+    /// taken at `at_ms` on the store's clock, for at least `hold`; `now`
+    /// and `now_ms` are the instant and the store's clock.
+    pub(crate) fn release_after_hold(
+        &mut self,
+        keys: &LockKeys,
+        token: &str,
+        (at_ms, hold): (u64, Duration),
+        (now, now_ms): (Instant, u64),
+    ) -> Ended {
+        let Some(lease) = self.held.get_mut(&keys.lock) else {
+            return Ended::NotOwner;
+        };
+        if lease.token != token || lease.expires <= now {
+            return Ended::NotOwner;
+        }
+        let end_ms = at_ms.saturating_add(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX));
+        if end_ms > now_ms {
+            lease.expires = now + Duration::from_millis(end_ms - now_ms);
+            Ended::HeldUntilMinimum
+        } else {
+            self.held.remove(&keys.lock);
+            Ended::Deleted
+        }
+    }
+
+    /// Resets the lease of `lock` (a lock's key, or a writer's) if `token`
+    /// holds it and it lasts (`extend.lua`).
+    pub(crate) fn renew(&mut self, lock: &str, token: &str, ttl: Duration, now: Instant) -> bool {
+        match self.held.get_mut(lock) {
+            Some(lease) if lease.token == token && lease.expires > now => {
+                lease.expires = now + ttl;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Issues the fencing token of a lock `token` holds (`issue_fence.lua`):
+    /// the counter's next.
+    pub(crate) fn issue_fence(
+        &mut self,
+        keys: &LockKeys,
+        token: &str,
+        now: Instant,
+        retention: Duration,
+    ) -> Option<u64> {
+        let held = self.held.get(&keys.lock)?;
+        if held.token != token || held.expires <= now {
+            return None;
+        }
+        Some(self.next_fence(&keys.fence, retention))
     }
 
     /// How many entries it keeps (for the tests that check it stays

@@ -1,12 +1,16 @@
 //! A lock: its keys ([`LockKeys`]), the fencing token issued on first
-//! ask ([`IssueFence`]), and its table in the memory twin (`memory.rs`).
-//! (Its scripts are still `scripts/lock/`, and its verbs on one Redis
-//! `backend/redis/`.)
+//! ask ([`IssueFence`]), its verbs on one Redis (`redis.rs`; the one-step
+//! calls that concurrent callers share, `plain.rs`; without scripts where
+//! the server has conditional commands, `conditional.rs`) and its twin in
+//! process memory (`memory.rs`). (Its scripts are still `scripts/lock/`:
+//! the coalescer of `store/server/` batches them by name.)
 
-use super::Keys;
 use super::keys::{suffixed, tagged};
 
+pub(crate) mod conditional;
 pub(crate) mod memory;
+mod plain;
+mod redis;
 
 /// A lock's keys.
 #[derive(Debug, Clone)]
@@ -74,9 +78,11 @@ impl LockKeys {
     }
 }
 
-/// Issues a held lock's fencing token, if `token` still holds it.
+/// Issues a held lock's fencing token, if `token` still holds it (only a
+/// plain lock's is issued on first ask: every other lease gets its token,
+/// if any, with its acquire).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IssueFence<'a> {
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a LockKeys,
     pub(crate) token: &'a str,
 }

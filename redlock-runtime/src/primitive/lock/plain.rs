@@ -15,15 +15,17 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::super::{AcquireReply, IssueFence, LockKeys, OpError};
-use super::{On, RedisBackend, acquire_reply};
+use super::{IssueFence, LockKeys};
+use crate::primitive::lease::{AcquireReply, acquire_reply};
 use crate::scripts;
+use crate::store::OpError;
 use crate::store::server::coalesce::Call;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 /// An acquire attempt's answer: `SET NX`'s alone (OK or nil) or in a batch
 /// (1 or 0), or the acquire script's.
-pub(super) fn read_acquire(answer: Value) -> Result<AcquireReply, OpError> {
+pub(crate) fn read_acquire(answer: Value) -> Result<AcquireReply, OpError> {
     match answer {
         Value::Okay | Value::Int(1) => Ok(AcquireReply::Acquired {
             fence: 0,
@@ -42,7 +44,7 @@ impl RedisBackend {
     /// Completes once no acquire of `token` on lane `on` is queued or in a
     /// batch without an answer (within `limit`): a release sent after it
     /// lands after them.
-    pub(super) async fn settled(
+    pub(crate) async fn settled(
         &self,
         on: On,
         token: &str,
@@ -61,8 +63,8 @@ impl RedisBackend {
     /// resend on a new connection (the cached one was found dead: the
     /// first may have landed) runs the script. The script is coalesced
     /// with concurrent ones; the plain `SET NX`, already the cheapest
-    /// command, is not (see [`coalesce`](super::coalesce)).
-    pub(super) async fn acquire_simple(
+    /// command, is not (see [`coalesce`](crate::store::server::coalesce)).
+    pub(crate) async fn acquire_simple(
         &self,
         keys: &LockKeys,
         token: &str,
@@ -106,7 +108,7 @@ impl RedisBackend {
     /// `coalesce` (a lock with a fencing token), the release script
     /// coalesced with concurrent calls; else alone, without a script where
     /// the server allows (see [`conditional`](super::conditional)).
-    pub(super) async fn release_simple(
+    pub(crate) async fn release_simple(
         &self,
         on: On,
         keys: &LockKeys,
@@ -137,8 +139,6 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<Option<u64>, OpError> {
         let IssueFence { keys, token } = *issue;
-        // The key holding the owner's token, and its fencing counter.
-        let [lock, fence] = keys.routed();
         let retention = self.fence_retention_ms;
         let fence: i64 = self
             .acknowledged_write(
@@ -149,8 +149,8 @@ impl RedisBackend {
                     crate::store::server::call::ScriptCall::new(
                         scripts::ISSUE_FENCE.on(self.publish),
                     )
-                    .key(lock)
-                    .key(fence)
+                    .key(&keys.lock)
+                    .key(&keys.fence)
                     .arg(token)
                     .arg(retention)
                 },

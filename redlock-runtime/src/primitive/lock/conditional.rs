@@ -42,19 +42,21 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::super::{AcquireReply, LockKeys, OpError, Renewal};
+use super::LockKeys;
 use super::plain::read_acquire;
-use super::{On, RedisBackend};
+use crate::primitive::lease::{AcquireReply, Renewal};
 use crate::scripts::Publish;
+use crate::store::OpError;
 use crate::store::server::coalesce::{Call, Coalescer};
 use crate::store::server::commands;
 use crate::store::server::conn::Link;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 /// Adds a plain lock's renewal without a script to `pipe`: `SET lock token
 /// IFEQ token PX ttl`, which answers `OK`, or nil when the token no longer
 /// holds the lock (the key is then left as it was, or absent).
-pub(super) fn renew_conditionally(pipe: &mut redis::Pipeline, lock: &str, r: &Renewal<'_>) {
+pub(crate) fn renew_conditionally(pipe: &mut redis::Pipeline, lock: &str, r: &Renewal<'_>) {
     pipe.cmd("SET")
         .arg(lock)
         .arg(r.token)
@@ -131,7 +133,7 @@ impl RedisBackend {
     ///
     /// Issues no fencing token: one asked for later is issued as for a
     /// lock taken by a plain `SET NX`.
-    pub(super) async fn acquire_conditional(
+    pub(crate) async fn acquire_conditional(
         &self,
         keys: &LockKeys,
         token: &str,
@@ -216,7 +218,7 @@ impl RedisBackend {
     /// Releases the lock if `token` holds it, waking its waiters: with the
     /// server's conditional delete where it has one, else the release
     /// script (see the module docs).
-    pub(super) async fn release_plain(
+    pub(crate) async fn release_plain(
         &self,
         on: On,
         keys: &LockKeys,

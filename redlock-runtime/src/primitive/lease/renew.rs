@@ -1,27 +1,28 @@
 //! Renewals on one Redis: every due lease in one pipeline (and `WAIT`
 //! with replicas). A plain lock's renewal is `SET lock token IFEQ token
 //! PX ttl` where the connection's server has the conditional commands
-//! (see [`conditional`](super::conditional)), else its script, as is every
+//! (see `primitive/lock/conditional.rs`), else its script, as is every
 //! other lease's.
 
 use std::time::{Duration, Instant};
 
 use redis::{RedisResult, Script, Value};
 
-use super::super::{Keys, Kind, OpError, Renewal};
-use super::conditional::renew_conditionally;
-use super::{On, RedisBackend};
-use crate::primitive::lease::LEASE_RENEW;
+use super::LEASE_RENEW;
+use super::{Keys, Kind, Renewal};
+use crate::primitive::lock::conditional::renew_conditionally;
 use crate::primitive::record::RECORD_RENEW;
 use crate::scripts::{self, Publish};
+use crate::store::OpError;
 use crate::store::server::commands;
+use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 /// The script that renews a lease of this kind (all take the same
 /// arguments): the lock's (and a writer's) `EXTEND`, the record's
 /// `RECORD_RENEW`, or a reader's or semaphore holder's `LEASE_RENEW`, with
-/// the keys of [`Keys::renewed`](super::super::Keys::renewed).
-pub(super) fn renew_script(kind: Kind) -> &'static Script {
+/// the keys of [`Keys::renewed`].
+pub(crate) fn renew_script(kind: Kind) -> &'static Script {
     match kind {
         Kind::Lock | Kind::Write => scripts::EXTEND.on(Publish::Plain),
         Kind::Record => RECORD_RENEW.on(Publish::Plain),
@@ -95,7 +96,7 @@ impl RedisBackend {
     /// manual `extend` to a longer ttl shortens the lease. What the guard
     /// counts on stays within it by the renewal gate and the doubt of
     /// `HeldLock::sending` (in `lock.rs`, checked by `model/src/extend.rs`).
-    pub(super) async fn renew(
+    pub(crate) async fn renew(
         &self,
         items: &[Renewal<'_>],
         watchdog: bool,

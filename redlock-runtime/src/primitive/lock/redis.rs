@@ -1,0 +1,209 @@
+//! A lock's verbs on one Redis server: its acquire by script (with its
+//! fencing token, a minimum hold's clock, fair mode, replicas or a restart
+//! delay; the one-step calls are `plain.rs`'s), its give-back and its end.
+
+use std::time::Duration;
+
+use super::LockKeys;
+use crate::primitive::lease::{Acquire, AcquireReply, Ended, acquire_reply, took};
+use crate::scripts;
+use crate::store::OpError;
+use crate::store::server::call::ScriptCall;
+use crate::store::server::{On, RedisBackend};
+use crate::util::millis_ceil;
+
+impl RedisBackend {
+    /// One acquire attempt of a lock (see [`scripts::ACQUIRE`]), followed
+    /// by `WAIT` with replicas. Too few acknowledgements are an error whose
+    /// outcome counts as unknown: the lock may be ours on the primary, and
+    /// the caller gives it back (or takes it up with the same token).
+    pub(crate) async fn acquire_lock(
+        &self,
+        keys: &LockKeys,
+        request: &Acquire<'_>,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let Acquire {
+            token,
+            ttl,
+            want_time,
+            line,
+            fenced,
+            fresh,
+            ..
+        } = *request;
+        // A lock taken in one step of its own, which may be coalesced: a
+        // plain `SET NX` (no token now) or the acquire script (a token).
+        let simple =
+            line.is_none() && !want_time && self.replicas.is_none() && self.restart_delay.is_none();
+        if simple {
+            return self
+                .acquire_simple(keys, token, ttl, fenced, fresh, limit)
+                .await;
+        }
+        if let Some(presence) = line {
+            return self
+                .acquire_fair(keys, token, ttl, presence, want_time, limit)
+                .await;
+        }
+        let ttl_ms = millis_ceil(ttl);
+        let retention = self.fence_retention_ms;
+        let delay_ms = self.restart_delay.map(millis_ceil);
+        let reply: Vec<i64> = self
+            .acknowledged_write(
+                token,
+                limit,
+                |r: &Vec<i64>| took(r),
+                |link| {
+                    let not_before = match (delay_ms, link.boot_ms()) {
+                        (Some(delay), Some(boot)) => boot.saturating_add(delay),
+                        _ => 0,
+                    };
+                    ScriptCall::new(scripts::ACQUIRE.on(self.publish))
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .key(&keys.waited)
+                        .arg(token)
+                        .arg(ttl_ms)
+                        .arg(retention)
+                        .arg(if want_time { "1" } else { "0" })
+                        .arg(not_before)
+                },
+            )
+            .await?;
+        if reply.first() == Some(&-4) {
+            let left = reply.get(1).copied().unwrap_or(0).max(0);
+            return Err(OpError::Restarted {
+                left: Duration::from_millis(left.unsigned_abs()),
+            });
+        }
+        Ok(acquire_reply(&reply))
+    }
+
+    /// Gives back a lock an acquire that returned no guard may hold, and
+    /// (fair) its place in the line, on that acquire's connection.
+    pub(crate) async fn give_back_lock(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        fair: bool,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        let on = self.acquire_lane();
+        // An acquire of this token still queued or in a batch: the release
+        // must land after it.
+        self.settled(on, token, limit).await?;
+        if fair {
+            // One step: a release granted to this token as it left (its
+            // place was first in line) is handed on as well.
+            self.leave_queue_on(on, keys, token, limit).await
+        } else {
+            self.release_on(on, keys, token, 0, limit).await
+        }
+    }
+
+    /// [`end`](Self::end) of a lock.
+    pub(crate) async fn end_lock(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        fair: bool,
+        hold: Option<(u64, Duration)>,
+        fence: u64,
+        limit: Duration,
+    ) -> Result<Ended, OpError> {
+        let released = match hold {
+            Some((at_ms, min)) => {
+                return self
+                    .release_after_hold(keys, token, at_ms, min, limit)
+                    .await;
+            }
+            None if fair => self.release_fair_on(On::Plain, keys, token, limit).await?,
+            // A lock with a fencing token: its release is coalesced as its
+            // acquire was (see `coalesce`).
+            None => {
+                self.release_simple(On::Plain, keys, token, fence > 0, limit)
+                    .await?
+            }
+        };
+        Ok(if released {
+            Ended::Deleted
+        } else {
+            Ended::NotOwner
+        })
+    }
+
+    async fn release_after_hold(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        at_ms: u64,
+        hold: Duration,
+        limit: Duration,
+    ) -> Result<Ended, OpError> {
+        let hold_ms = millis_ceil(hold);
+        let queue = keys.queue();
+        let done: i64 = self
+            .run(On::Plain, Some(token), limit, |mut link| {
+                let queue = &queue;
+                async move {
+                    scripts::RELEASE_AFTER_HOLD
+                        .on(self.publish)
+                        .key(&keys.lock)
+                        .key(queue)
+                        .arg(token)
+                        .arg(at_ms)
+                        .arg(hold_ms)
+                        .invoke_async(&mut link.conn)
+                        .await
+                }
+            })
+            .await?;
+        Ok(match done {
+            1 => Ended::Deleted,
+            2 => Ended::HeldUntilMinimum,
+            _ => Ended::NotOwner,
+        })
+    }
+
+    /// Releases the lock if `token` holds it, and raises the fencing
+    /// counter to `fence` (`0`: leave it).
+    pub(crate) async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        fence: u64,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        self.release_on(On::Plain, keys, token, fence, limit).await
+    }
+
+    async fn release_on(
+        &self,
+        on: On,
+        keys: &LockKeys,
+        token: &str,
+        fence: u64,
+        limit: Duration,
+    ) -> Result<bool, OpError> {
+        if fence == 0 {
+            return self.release_simple(on, keys, token, false, limit).await;
+        }
+        let retention = self.fence_retention_ms;
+        let done: i64 = self
+            .run(on, Some(token), limit, |mut link| async move {
+                ScriptCall::new(scripts::RELEASE.on(self.publish))
+                    .key(&keys.lock)
+                    .key(&keys.waited)
+                    .key(&keys.fence)
+                    .arg(token)
+                    .arg(fence)
+                    .arg(retention)
+                    .invocation()
+                    .invoke_async(&mut link.conn)
+                    .await
+            })
+            .await?;
+        Ok(done == 1)
+    }
+}
