@@ -1,8 +1,8 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
 //! Each script is one `.lua` file beside the module that declares it
-//! (`lock/`, `inspect.lua`, `force_release.lua` here; every other
-//! primitive's in its folder of `primitive/`), readable as one text: its
+//! (the lock's in `lock/` here; every other primitive's, and the
+//! operator's, in its folder of `primitive/`), readable as one text: its
 //! header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
@@ -28,12 +28,8 @@ use std::sync::{OnceLock, PoisonError, RwLock};
 use redis::Script;
 
 mod batch;
-mod force;
-mod inspect;
 mod lock;
 pub(crate) use batch::BATCH;
-pub(crate) use force::FORCE_RELEASE;
-pub(crate) use inspect::INSPECT;
 pub(crate) use lock::{ACQUIRE, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
 
 /// How a script publishes its wake-up.
@@ -196,13 +192,11 @@ pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
 /// passes; the other primitives' are the `SCRIPTS` of their folders of
 /// `primitive/`).
 #[cfg(test)]
-pub(crate) const ALL: [&Lua; 8] = [
+pub(crate) const ALL: [&Lua; 6] = [
     &ACQUIRE,
     &BATCH,
     &ISSUE_FENCE,
     &EXTEND,
     &RELEASE,
     &RELEASE_AFTER_HOLD,
-    &INSPECT,
-    &FORCE_RELEASE,
 ];

@@ -1,6 +1,7 @@
-//! Locks in process memory, with the same semantics as on Redis.
+//! The memory store: every primitive's table (each twin's, in its folder
+//! of `primitive/`) held under one lock, the steps of the twins run on
+//! them, the wake-ups their Redis scripts publish, and the store's clock.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use tokio::time::Instant;
 use crate::primitive::fair;
 use crate::primitive::lease::Shared;
 use crate::primitive::lock::memory::LockTable;
+use crate::primitive::name::memory::EndedTable;
 use crate::primitive::record::memory::{MAX_RECORDS, MemoryRecords};
 use crate::primitive::{
     Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, IssueFence, Keys,
@@ -17,8 +19,7 @@ use crate::primitive::{
 use crate::store::OpError;
 use crate::wakeups::{LocalWake, waiter_id};
 
-mod force;
-mod inspect;
+mod name;
 mod sync;
 
 #[derive(Debug, Default)]
@@ -31,9 +32,8 @@ struct State {
     /// The read/write locks' readers and writers, semaphores, latches
     /// (boxed: most stores never use them).
     sync: Box<sync::SyncState>,
-    /// The holders an operator ended, by the name's `LockKeys::ended` key:
-    /// their `waiter_id`s, kept until the instant (`FORCE_RELEASE`'s set).
-    ended: HashMap<String, (HashSet<String>, Instant)>,
+    /// The holders an operator ended.
+    ended: EndedTable,
 }
 
 /// Sweep expired held, counters and dead waiters every this many
@@ -44,7 +44,7 @@ impl State {
     fn sweep(&mut self, now: Instant) {
         self.locks.sweep(now);
         self.sync.sweep(now);
-        self.ended.retain(|_, (_, until)| *until > now);
+        self.ended.sweep(now);
         self.since_sweep = 0;
     }
 }

@@ -1,10 +1,11 @@
 //! Which store runs a call: [`Backend`] dispatches each verb of the
-//! primitives (their keys, requests, scripts and in-memory twins are in
-//! [`primitive`](crate::primitive)) to one Redis, a Cluster, Sentinel's
-//! primary, a Redlock quorum (the stores of [`store`](crate::store)) or
-//! process memory (`memory.rs`, which holds the twins' tables). The
-//! lock's own verbs on one Redis (`redis/`) and its memory twin are still
-//! here, as are the operator's verbs on a whole name (`requests.rs`).
+//! primitives (their keys, requests, scripts, verbs on one Redis and
+//! in-memory twins are in [`primitive`](crate::primitive)) to one Redis,
+//! a Cluster, Sentinel's primary, a Redlock quorum (the stores of
+//! [`store`](crate::store), with the Redlock fan-out of each verb in
+//! `quorum/` and the routed verbs of Cluster and Sentinel in `routed.rs`)
+//! or process memory (`memory/`, which holds the twins' tables and runs
+//! their steps under one lock).
 //!
 //! A sealed boundary: the rest of the crate sends request structs
 //! ([`Acquire`], [`Renewal`], [`End`], [`GiveBack`], ...) through
@@ -18,12 +19,12 @@ use std::fmt;
 use std::time::Duration;
 
 pub(crate) use crate::primitive::Claimed;
+pub(crate) use crate::primitive::name::{ForceRelease, ForceReply, Inspect, Inspection, Lease};
 pub(crate) use crate::primitive::{
     Acquire, AcquireReply, Available, Claim, Complete, Downgrade, End, Ended, GiveBack,
     GroupAcquire, GroupReply, IssueFence, Keys, Kind, LatchCall, LatchKeys, LatchOp, LatchReply,
     LockKeys, PermitKeys, RecordKeys, Renewal, RwKeys, keys,
 };
-pub(crate) use requests::*;
 
 pub(crate) use crate::store::NodePing;
 pub use crate::store::NodeRole;
@@ -36,8 +37,6 @@ use crate::store::server::RedisBackend;
 mod cluster_renew;
 pub(crate) mod memory;
 mod quorum;
-mod redis;
-mod requests;
 mod routed;
 
 /// Where a client keeps its locks.

@@ -13,6 +13,8 @@
 //! - [`rw`], [`semaphore`], [`latch`], [`group`]: the synchronizers and
 //!   the multi-lock's group under one hash tag.
 //! - [`record`]: idempotency records.
+//! - [`name`]: the operator's verbs over everything kept under one name
+//!   (inspection, forced release).
 //!
 //! Below the dispatch of `backend` (which store runs a call) and above
 //! [`store`](crate::store) (how a script reaches a server): nothing here
@@ -24,6 +26,7 @@ pub(crate) mod keys;
 pub(crate) mod latch;
 pub(crate) mod lease;
 pub(crate) mod lock;
+pub(crate) mod name;
 pub(crate) mod record;
 pub(crate) mod rw;
 pub(crate) mod semaphore;

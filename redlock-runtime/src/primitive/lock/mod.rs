@@ -53,7 +53,7 @@ impl LockKeys {
 
     /// The holders of this name's lock and read/write lock that an
     /// operator ended (a set of their `waiter_id`s: see
-    /// `scripts::FORCE_RELEASE`).
+    /// `primitive/name/force_release.lua`).
     pub(crate) fn ended(&self) -> String {
         suffixed(&self.lock, ":ended")
     }

@@ -2,18 +2,19 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease, OpError};
-use crate::scripts;
+use super::scripts::FORCE_RELEASE;
+use super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Lease};
+use crate::store::OpError;
 use crate::store::server::RedisBackend;
 use crate::store::server::call::ScriptCall;
 use crate::util::millis_ceil;
 
-/// The reply of [`scripts::FORCE_RELEASE`].
+/// The reply of [`FORCE_RELEASE`].
 type Reply = (String, String, Vec<String>, u64, String, String);
 
 impl RedisBackend {
     /// Ends the lock and the read/write lock of a name, whoever holds them
-    /// (see [`scripts::FORCE_RELEASE`]): a write, acknowledged by the
+    /// (see [`FORCE_RELEASE`]): a write, acknowledged by the
     /// replicas as every lock write is.
     pub(crate) async fn force_release(
         &self,
@@ -29,7 +30,7 @@ impl RedisBackend {
                 limit,
                 |(_, _, ended, ..): &Reply| !ended.is_empty(),
                 |_| {
-                    ScriptCall::new(scripts::FORCE_RELEASE.on(self.publish))
+                    ScriptCall::new(FORCE_RELEASE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&queue)

@@ -1,13 +1,15 @@
-//! Reading what one Redis keeps under a name, its clock and its role.
+//! Reading what one Redis keeps under a name.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::super::{Inspect, Inspection, Lease, OpError};
+use super::scripts::INSPECT;
+use super::{Inspect, Inspection, Lease};
 use crate::scripts;
+use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 
-/// The reply of [`scripts::INSPECT`].
+/// The reply of [`INSPECT`].
 type Reply = (
     String,
     String,
@@ -24,7 +26,7 @@ type Reply = (
 );
 
 impl RedisBackend {
-    /// Everything kept under one name (see [`scripts::INSPECT`]).
+    /// Everything kept under one name (see [`INSPECT`]).
     pub(crate) async fn inspect(
         &self,
         inspect: &Inspect<'_>,
@@ -40,7 +42,7 @@ impl RedisBackend {
             .run(On::Plain, None, limit, |mut link| {
                 let (waiters, ended) = (&waiters, &ended);
                 async move {
-                    ScriptCall::new(scripts::INSPECT.on(self.publish))
+                    ScriptCall::new(INSPECT.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(waiters)

@@ -1,11 +1,20 @@
-//! The requests and replies of the operator's verbs on one name
-//! (inspection and forced release), which read or end several primitives'
-//! keys at once. (Each primitive's own requests are in its folder of
-//! [`primitive`](crate::primitive).)
+//! Everything kept under one name: what an operator reads ([`Inspect`],
+//! `inspect.rs` on one Redis) and ends whoever holds it ([`ForceRelease`],
+//! `force.rs`), across the primitives that share the name's hash tag (the
+//! lock, the read/write lock, the semaphore); their scripts (`scripts.rs`)
+//! and their twin in process memory (`memory.rs`).
 
 use std::time::{Duration, SystemTime};
 
 use super::{LockKeys, PermitKeys, RwKeys};
+
+mod force;
+mod inspect;
+pub(crate) mod memory;
+mod scripts;
+
+#[cfg(test)]
+pub(crate) use scripts::{FORCE_RELEASE, SCRIPTS};
 
 /// Reads everything kept under one name (see [`Inspection`]).
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +54,7 @@ pub(crate) struct Inspection {
 }
 
 /// Ends the lock and the read/write lock of one name, whoever holds them
-/// (the operator's break-glass: `scripts::FORCE_RELEASE`).
+/// (the operator's break-glass: `FORCE_RELEASE`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ForceRelease<'a> {
     /// The lock's keys (the name's hash tag: where it is routed).
@@ -56,7 +65,7 @@ pub(crate) struct ForceRelease<'a> {
 
 /// How long a forced release keeps the ended holders' ids past the longest
 /// ended lease: room for the read that follows a renewal's or release's
-/// answer (see `scripts::FORCE_RELEASE`).
+/// answer (see `FORCE_RELEASE`).
 pub(crate) const ENDED_KEPT_PAST_LEASE: Duration = Duration::from_secs(10);
 
 /// What a forced release ended.
