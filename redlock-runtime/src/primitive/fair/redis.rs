@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::scripts::*;
 use crate::primitive::LockKeys;
-use crate::primitive::lease::{AcquireReply, acquire_reply, took};
+use crate::primitive::lease::AcquireReply;
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -25,26 +25,19 @@ impl RedisBackend {
     ) -> Result<AcquireReply, OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
         let retention = self.fence_retention_ms;
-        let reply: Vec<i64> = self
-            .acknowledged_write(
-                token,
-                limit,
-                |r: &Vec<i64>| took(r),
-                |_| {
-                    ScriptCall::new(FAIR_ACQUIRE.on(self.publish))
-                        .key(&keys.lock)
-                        .key(&keys.fence)
-                        .key(&queue)
-                        .key(&waiters)
-                        .arg(token)
-                        .arg(millis_ceil(ttl))
-                        .arg(millis_ceil(presence))
-                        .arg(if want_time { "1" } else { "0" })
-                        .arg(retention)
-                },
-            )
-            .await?;
-        Ok(acquire_reply(&reply))
+        self.acquire_by(token, limit, || {
+            ScriptCall::new(FAIR_ACQUIRE.on(self.publish))
+                .key(&keys.lock)
+                .key(&keys.fence)
+                .key(&queue)
+                .key(&waiters)
+                .arg(token)
+                .arg(millis_ceil(ttl))
+                .arg(millis_ceil(presence))
+                .arg(if want_time { "1" } else { "0" })
+                .arg(retention)
+        })
+        .await
     }
 
     /// Releases a fair lock `token` holds, handing it to the first live
@@ -84,23 +77,14 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         let (queue, waiters) = (keys.queue(), keys.waiters());
         let retention = self.fence_retention_ms;
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| {
-                let (queue, waiters) = (&queue, &waiters);
-                async move {
-                    script
-                        .on(self.publish)
-                        .key(&keys.lock)
-                        .key(queue)
-                        .key(waiters)
-                        .key(&keys.fence)
-                        .arg(token)
-                        .arg(retention)
-                        .invoke_async(&mut link.conn)
-                        .await
-                }
-            })
-            .await?;
+        let call = ScriptCall::new(script.on(self.publish))
+            .key(&keys.lock)
+            .key(&queue)
+            .key(&waiters)
+            .key(&keys.fence)
+            .arg(token)
+            .arg(retention);
+        let done: i64 = self.run_call(on, Some(token), limit, call).await?;
         Ok(done == 1)
     }
 }

@@ -66,15 +66,8 @@ impl RedisBackend {
                 })
             }
             LatchOp::Read => {
-                let reply: Vec<i64> = self
-                    .run(On::Plain, None, limit, |mut link| async move {
-                        ScriptCall::new(LATCH_READ.on(self.publish))
-                            .key(&keys.latch)
-                            .invocation()
-                            .invoke_async(&mut link.conn)
-                            .await
-                    })
-                    .await?;
+                let call = ScriptCall::new(LATCH_READ.on(self.publish)).key(&keys.latch);
+                let reply: Vec<i64> = self.run_call(On::Plain, None, limit, call).await?;
                 let count = reply.first().and_then(|&c| u64::try_from(c).ok());
                 let ttl_left = reply
                     .get(1)

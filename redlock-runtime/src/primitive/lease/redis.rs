@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, Renewal, Shared};
+use super::{
+    Acquire, AcquireReply, End, Ended, GiveBack, Keys, Renewal, Shared, acquire_reply, took,
+};
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -26,6 +28,22 @@ impl RedisBackend {
             return Err(OpError::Unsupported("acquire of a record"));
         };
         self.acquire_lock(keys, request, limit).await
+    }
+
+    /// One acquire attempt by the script `call` builds (its reply
+    /// `{1, fence[, now_ms]}` or `{0, pttl}`: see [`acquire_reply`]), sent
+    /// as every write is (see
+    /// [`acknowledged_write`](Self::acknowledged_write)).
+    pub(crate) async fn acquire_by<'a>(
+        &self,
+        token: &str,
+        limit: Duration,
+        call: impl Fn() -> ScriptCall<'a>,
+    ) -> Result<AcquireReply, OpError> {
+        let reply: Vec<i64> = self
+            .acknowledged_write(token, limit, |r: &Vec<i64>| took(r), |_| call())
+            .await?;
+        Ok(acquire_reply(&reply))
     }
 
     /// The lane an acquire of this backend went on: a give-back of an

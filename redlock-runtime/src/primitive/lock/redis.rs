@@ -190,20 +190,14 @@ impl RedisBackend {
             return self.release_simple(on, keys, token, false, limit).await;
         }
         let retention = self.fence_retention_ms;
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| async move {
-                ScriptCall::new(scripts::RELEASE.on(self.publish))
-                    .key(&keys.lock)
-                    .key(&keys.waited)
-                    .key(&keys.fence)
-                    .arg(token)
-                    .arg(fence)
-                    .arg(retention)
-                    .invocation()
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+        let call = ScriptCall::new(scripts::RELEASE.on(self.publish))
+            .key(&keys.lock)
+            .key(&keys.waited)
+            .key(&keys.fence)
+            .arg(token)
+            .arg(fence)
+            .arg(retention);
+        let done: i64 = self.run_call(on, Some(token), limit, call).await?;
         Ok(done == 1)
     }
 }

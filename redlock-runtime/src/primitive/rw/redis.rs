@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::scripts::{DOWNGRADE, READ_ACQUIRE, READ_RELEASE, WRITE_ACQUIRE, WRITE_RELEASE};
 use super::{Downgrade, RwKeys};
-use crate::primitive::lease::{Acquire, AcquireReply, acquire_reply, took};
+use crate::primitive::lease::{Acquire, AcquireReply};
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -23,23 +23,16 @@ impl RedisBackend {
     ) -> Result<AcquireReply, OpError> {
         let Acquire { token, ttl, .. } = *request;
         let ttl_ms = millis_ceil(ttl);
-        let reply: Vec<i64> = self
-            .acknowledged_write(
-                token,
-                limit,
-                |r: &Vec<i64>| took(r),
-                |_| {
-                    ScriptCall::new(READ_ACQUIRE.on(self.publish))
-                        .key(&keys.rw)
-                        .key(&keys.fence)
-                        .key(&keys.readers)
-                        .key(&keys.writers)
-                        .arg(token)
-                        .arg(ttl_ms)
-                },
-            )
-            .await?;
-        Ok(acquire_reply(&reply))
+        self.acquire_by(token, limit, || {
+            ScriptCall::new(READ_ACQUIRE.on(self.publish))
+                .key(&keys.rw)
+                .key(&keys.fence)
+                .key(&keys.readers)
+                .key(&keys.writers)
+                .arg(token)
+                .arg(ttl_ms)
+        })
+        .await
     }
 
     /// One acquire attempt of a writer: in when no other writer holds the
@@ -62,26 +55,19 @@ impl RedisBackend {
         let retention = self.fence_retention_ms;
         // A writer that does not wait does not keep readers out.
         let presence = line.map_or(0, millis_ceil);
-        let reply: Vec<i64> = self
-            .acknowledged_write(
-                token,
-                limit,
-                |r: &Vec<i64>| took(r),
-                |_| {
-                    ScriptCall::new(WRITE_ACQUIRE.on(self.publish))
-                        .key(&keys.rw)
-                        .key(&keys.fence)
-                        .key(&keys.readers)
-                        .key(&keys.writers)
-                        .arg(token)
-                        .arg(ttl_ms)
-                        .arg(presence)
-                        .arg(retention)
-                        .arg(if want_time { "1" } else { "0" })
-                },
-            )
-            .await?;
-        Ok(acquire_reply(&reply))
+        self.acquire_by(token, limit, || {
+            ScriptCall::new(WRITE_ACQUIRE.on(self.publish))
+                .key(&keys.rw)
+                .key(&keys.fence)
+                .key(&keys.readers)
+                .key(&keys.writers)
+                .arg(token)
+                .arg(ttl_ms)
+                .arg(presence)
+                .arg(retention)
+                .arg(if want_time { "1" } else { "0" })
+        })
+        .await
     }
 
     /// Releases (or gives back) a reader's lease, waking the waiting
@@ -93,18 +79,12 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| async move {
-                ScriptCall::new(READ_RELEASE.on(self.publish))
-                    .key(&keys.readers)
-                    .key(&keys.rw)
-                    .key(&keys.writers)
-                    .arg(token)
-                    .invocation()
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+        let call = ScriptCall::new(READ_RELEASE.on(self.publish))
+            .key(&keys.readers)
+            .key(&keys.rw)
+            .key(&keys.writers)
+            .arg(token);
+        let done: i64 = self.run_call(on, Some(token), limit, call).await?;
         Ok(done == 1)
     }
 
@@ -117,17 +97,11 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| async move {
-                ScriptCall::new(WRITE_RELEASE.on(self.publish))
-                    .key(&keys.rw)
-                    .key(&keys.writers)
-                    .arg(token)
-                    .invocation()
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+        let call = ScriptCall::new(WRITE_RELEASE.on(self.publish))
+            .key(&keys.rw)
+            .key(&keys.writers)
+            .arg(token);
+        let done: i64 = self.run_call(on, Some(token), limit, call).await?;
         Ok(done == 1)
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::scripts::{PERMITS_ACQUIRE, PERMITS_AVAILABLE, PERMITS_RELEASE};
 use super::{Available, PermitKeys};
-use crate::primitive::lease::{Acquire, AcquireReply, acquire_reply, took};
+use crate::primitive::lease::{Acquire, AcquireReply};
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -22,23 +22,16 @@ impl RedisBackend {
     ) -> Result<AcquireReply, OpError> {
         let Acquire { token, ttl, .. } = *request;
         let ttl_ms = millis_ceil(ttl);
-        let reply: Vec<i64> = self
-            .acknowledged_write(
-                token,
-                limit,
-                |r: &Vec<i64>| took(r),
-                |_| {
-                    ScriptCall::new(PERMITS_ACQUIRE.on(self.publish))
-                        .key(&keys.holders)
-                        .key(&keys.counts)
-                        .arg(token)
-                        .arg(ttl_ms)
-                        .arg(keys.limit)
-                        .arg(keys.permits)
-                },
-            )
-            .await?;
-        Ok(acquire_reply(&reply))
+        self.acquire_by(token, limit, || {
+            ScriptCall::new(PERMITS_ACQUIRE.on(self.publish))
+                .key(&keys.holders)
+                .key(&keys.counts)
+                .arg(token)
+                .arg(ttl_ms)
+                .arg(keys.limit)
+                .arg(keys.permits)
+        })
+        .await
     }
 
     /// Gives a holder's permits back (a release or a give-back), waking
@@ -50,17 +43,11 @@ impl RedisBackend {
         token: &str,
         limit: Duration,
     ) -> Result<bool, OpError> {
-        let done: i64 = self
-            .run(on, Some(token), limit, |mut link| async move {
-                ScriptCall::new(PERMITS_RELEASE.on(self.publish))
-                    .key(&keys.holders)
-                    .key(&keys.counts)
-                    .arg(token)
-                    .invocation()
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+        let call = ScriptCall::new(PERMITS_RELEASE.on(self.publish))
+            .key(&keys.holders)
+            .key(&keys.counts)
+            .arg(token);
+        let done: i64 = self.run_call(on, Some(token), limit, call).await?;
         Ok(done == 1)
     }
 
@@ -71,17 +58,11 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<u32, OpError> {
         let Available { keys, limit: max } = *available;
-        let free: i64 = self
-            .run(On::Plain, None, limit, |mut link| async move {
-                ScriptCall::new(PERMITS_AVAILABLE.on(self.publish))
-                    .key(&keys.holders)
-                    .key(&keys.counts)
-                    .arg(max)
-                    .invocation()
-                    .invoke_async(&mut link.conn)
-                    .await
-            })
-            .await?;
+        let call = ScriptCall::new(PERMITS_AVAILABLE.on(self.publish))
+            .key(&keys.holders)
+            .key(&keys.counts)
+            .arg(max);
+        let free: i64 = self.run_call(On::Plain, None, limit, call).await?;
         Ok(u32::try_from(free.max(0)).unwrap_or(u32::MAX))
     }
 }

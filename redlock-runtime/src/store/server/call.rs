@@ -66,6 +66,24 @@ impl<'a> ScriptCall<'a> {
 }
 
 impl RedisBackend {
+    /// Runs one script call on lane `on` (on `owner`'s connection of it,
+    /// when given), within `limit` (see [`run`](Self::run)): its answer.
+    /// A write that replicas must acknowledge goes through
+    /// [`acknowledged_write`](Self::acknowledged_write) instead.
+    pub(crate) async fn run_call<T: redis::FromRedisValue>(
+        &self,
+        on: On,
+        owner: Option<&str>,
+        limit: Duration,
+        call: ScriptCall<'_>,
+    ) -> Result<T, OpError> {
+        let call = &call;
+        self.run(on, owner, limit, |mut link| async move {
+            call.invocation().invoke_async(&mut link.conn).await
+        })
+        .await
+    }
+
     /// A script write on `token`'s connection of the `WAIT` lane; with
     /// replicas, in one pipeline with `WAIT` on that same connection (it
     /// counts that connection's writes), whose count matters when
