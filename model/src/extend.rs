@@ -4,7 +4,7 @@
 //! A renewal's script (`lock/extend.lua`) never shortens a lease when the
 //! watchdog sends it: a renewal that lands after a manual extend with a
 //! longer ttl leaves that lease alone. Without a script (`SET lock token
-//! IFEQ token PX ttl`, on Valkey 9 and Redis 8.4: see `backend/redis/
+//! IFEQ token PX ttl`, on Valkey 9 and Redis 8.4: see `primitive/lock/
 //! conditional.rs`), every renewal sets the lease to its ttl, so a
 //! renewal that lands late shortens it. The runtime makes that safe with
 //! two rules (`LockGuard::extend`, `HeldLock::outcome_unknown`):

@@ -387,7 +387,7 @@ impl HeldLock {
     /// A renewal or extend to `ttl` goes out at `sent`.
     ///
     /// It may land at once, and without a script (`SET .. IFEQ .. PX`,
-    /// `backend/redis/conditional.rs`) it sets the lease to its ttl
+    /// `primitive/lock/conditional.rs`) it sets the lease to its ttl
     /// whatever was left, as an extend to a shorter ttl does with the
     /// script too: from now on this process counts on no more than it
     /// leaves. With the renewal gate (a manual extend and the watchdog
