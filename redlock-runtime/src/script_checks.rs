@@ -2,14 +2,15 @@
 
 use crate::primitive::fair::{FAIR_RELEASE, SCRIPTS as FAIR_SCRIPTS};
 use crate::primitive::lease::LEASE_RENEW;
+use crate::primitive::lock::{ACQUIRE_LOCK, RELEASE_LOCK};
 use crate::primitive::name::FORCE_RELEASE;
-use crate::primitive::{group, latch, name, record, rw, semaphore};
+use crate::primitive::{group, latch, lock, name, record, rw, semaphore};
 use crate::scripts::*;
 
-/// Every script: those declared under `scripts/`, and each primitive's
-/// in its folder of `primitive/`.
+/// Every script: each primitive's, in its folder of `primitive/`.
 fn every() -> impl Iterator<Item = (&'static str, &'static Lua)> {
-    ALL.into_iter()
+    lock::SCRIPTS
+        .into_iter()
         .chain(FAIR_SCRIPTS)
         .chain(rw::SCRIPTS)
         .chain(semaphore::SCRIPTS)
@@ -436,7 +437,7 @@ fn each_script_is_named_by_its_file() {
 
 #[test]
 fn a_compiled_script_is_found_by_its_sha() {
-    let sha = RELEASE.on(Publish::Sharded).get_hash().to_owned();
+    let sha = lock::RELEASE.on(Publish::Sharded).get_hash().to_owned();
     assert_eq!(name_of(sha.as_bytes()), Some("lock/release"));
     assert_eq!(name_of(sha.to_uppercase().as_bytes()), Some("lock/release"));
     assert_eq!(name_of(b"0000000000000000000000000000000000000000"), None);

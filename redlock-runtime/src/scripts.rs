@@ -1,8 +1,8 @@
 //! The Lua scripts that make each lock transition one atomic step on Redis.
 //!
 //! Each script is one `.lua` file beside the module that declares it
-//! (the lock's in `lock/` here; every other primitive's, and the
-//! operator's, in its folder of `primitive/`), readable as one text: its
+//! (each primitive's, and the operator's, in its folder of
+//! `primitive/`), readable as one text: its
 //! header says what it takes (`KEYS`, `ARGV`), what it
 //! answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
@@ -26,11 +26,6 @@
 use std::sync::{OnceLock, PoisonError, RwLock};
 
 use redis::Script;
-
-mod batch;
-mod lock;
-pub(crate) use batch::BATCH;
-pub(crate) use lock::{ACQUIRE, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
 
 /// How a script publishes its wake-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +53,6 @@ pub(crate) const FENCE_LUA: &str = include_str!("scripts/shared/fence.lua");
 /// `mark_waited`: a waiter's "someone waits" signal, on a key the waiters
 /// own (`backend::Keys::waited`), never on the holder's value.
 pub(crate) const WAITING: Part = Part::Lua(include_str!("scripts/shared/waiting.lua"));
-/// `acquire_lock`: the lock's acquire step (after [`WAITING`] and [`FENCE`]).
-pub(crate) const ACQUIRE_LOCK: Part = Part::Lua(include_str!("scripts/shared/acquire_lock.lua"));
-/// `release_lock`: the lock's release step (after [`Part::Publish`]).
-pub(crate) const RELEASE_LOCK: Part = Part::Lua(include_str!("scripts/shared/release_lock.lua"));
 /// `clock` and `purge`: the fair line.
 pub(crate) const FAIR_LINE: Part = Part::Lua(include_str!("scripts/shared/fair.lua"));
 /// `hand_over`: a fair lock goes to the first live waiter (after
@@ -187,16 +178,3 @@ pub(crate) fn name_of(sha: &[u8]) -> Option<&'static str> {
         .find(|(hash, _)| hash.as_bytes().eq_ignore_ascii_case(sha))
         .map(|(_, name)| *name)
 }
-
-/// Every script declared under `scripts/` (for the checks every script
-/// passes; the other primitives' are the `SCRIPTS` of their folders of
-/// `primitive/`).
-#[cfg(test)]
-pub(crate) const ALL: [&Lua; 6] = [
-    &ACQUIRE,
-    &BATCH,
-    &ISSUE_FENCE,
-    &EXTEND,
-    &RELEASE,
-    &RELEASE_AFTER_HOLD,
-];

@@ -60,20 +60,20 @@ pub const NEXT_FENCE_LUA: &str = crate::scripts::FENCE_LUA;
 /// The text of the lock's release script as one Redis receives it (for
 /// lockbench, which measures it against the bare compare-and-delete).
 pub fn release_lua() -> String {
-    crate::scripts::RELEASE.text(crate::scripts::Publish::Plain)
+    crate::primitive::lock::RELEASE.text(crate::scripts::Publish::Plain)
 }
 
 /// The text of the fenced acquire script (`.fenced()`'s one-lock acquire)
 /// as one Redis receives it (for lockbench's acquire candidates).
 pub fn acquire_lua() -> String {
-    crate::scripts::ACQUIRE.text(crate::scripts::Publish::Plain)
+    crate::primitive::lock::ACQUIRE.text(crate::scripts::Publish::Plain)
 }
 
 /// The text of the script that issues a plain lock's fencing token on
 /// first ask, as one Redis receives it (for lockbench's acquire
 /// candidates).
 pub fn issue_fence_lua() -> String {
-    crate::scripts::ISSUE_FENCE.text(crate::scripts::Publish::Plain)
+    crate::primitive::lock::ISSUE_FENCE.text(crate::scripts::Publish::Plain)
 }
 
 /// The text of the script a fair waiter that gives up runs (its

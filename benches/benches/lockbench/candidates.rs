@@ -153,8 +153,8 @@ const NODE_COUNTER: &str = "acq:fence";
 
 /// The runtime's release until waiters signalled on a key of their own,
 /// as Redis received it (`scripts/shared/publish.lua`, the
-/// `release_lock` of `scripts/shared/release_lock.lua` and
-/// `scripts/lock/release.lua` then, less their comments): the holder's
+/// `release_lock` of `redlock-runtime/src/primitive/lock/release_lock.lua` and
+/// `primitive/lock/release.lua` then, less their comments): the holder's
 /// token, or it with a waiter's mark (byte 31) appended, which makes it
 /// publish. The same shape as the runtime's text today (two functions,
 /// then the body), so the two compare the signals, not the scripts' forms.
@@ -192,7 +192,7 @@ end
 return 0
 ";
 
-/// The runtime's release (`redlock-runtime/src/scripts/lock/release.lua`) as it
+/// The runtime's release (`redlock-runtime/src/primitive/lock/release.lua`) as it
 /// was with a `PUBSUB NUMSUB` check, which it dropped: publishes only when
 /// the check finds a subscriber. Sent with one key and one argument, so
 /// the counter branch is never taken.

@@ -7,8 +7,8 @@
 //! - [`lease`]: what every leased primitive is acquired, renewed and ended
 //!   by ([`Keys`], [`Acquire`], [`Renewal`], [`End`], [`GiveBack`]), and
 //!   the leases kept in a sorted set (a reader's, a semaphore holder's).
-//! - [`lock`]: a lock's keys, its verbs on one Redis and its twin (its
-//!   scripts are still `scripts/lock/`, which the coalescer names).
+//! - [`lock`]: a lock's keys, scripts, verbs on one Redis (with the
+//!   batch step the coalescer of `store/server/` sends) and its twin.
 //! - [`fair`]: fair mode's line of waiters beside a lock.
 //! - [`rw`], [`semaphore`], [`latch`], [`group`]: the synchronizers and
 //!   the multi-lock's group under one hash tag.

@@ -214,10 +214,11 @@ mod tests {
             operation(redis::cmd("SCRIPT").arg("load").arg("return 1")),
             "SCRIPT LOAD"
         );
-        let release = scripts::RELEASE.on(scripts::Publish::Plain);
+        static SCRIPT: scripts::Lua = scripts::Lua::new("primitive/demo/step.lua", &[], "return 1");
+        let script = SCRIPT.on(scripts::Publish::Plain);
         let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(release.get_hash()).arg(1).arg("k");
-        assert_eq!(operation(&evalsha), "lock/release");
+        evalsha.arg(script.get_hash()).arg(1).arg("k");
+        assert_eq!(operation(&evalsha), "demo/step");
         let mut unknown = redis::cmd("EVALSHA");
         unknown.arg("00").arg(0);
         assert_eq!(operation(&unknown), "EVALSHA");

@@ -10,9 +10,10 @@ use redis::{RedisResult, Script, Value};
 
 use super::LEASE_RENEW;
 use super::{Keys, Kind, Renewal};
+use crate::primitive::lock::EXTEND;
 use crate::primitive::lock::conditional::renew_conditionally;
 use crate::primitive::record::RECORD_RENEW;
-use crate::scripts::{self, Publish};
+use crate::scripts::Publish;
 use crate::store::OpError;
 use crate::store::server::commands;
 use crate::store::server::{On, RedisBackend};
@@ -24,7 +25,7 @@ use crate::util::millis_ceil;
 /// the keys of [`Keys::renewed`].
 pub(crate) fn renew_script(kind: Kind) -> &'static Script {
     match kind {
-        Kind::Lock | Kind::Write => scripts::EXTEND.on(Publish::Plain),
+        Kind::Lock | Kind::Write => EXTEND.on(Publish::Plain),
         Kind::Record => RECORD_RENEW.on(Publish::Plain),
         Kind::Read | Kind::Permits { .. } => LEASE_RENEW.on(Publish::Plain),
     }
@@ -33,7 +34,7 @@ pub(crate) fn renew_script(kind: Kind) -> &'static Script {
 /// Every renewal script, to load after the script cache was flushed.
 fn renew_scripts() -> [&'static Script; 3] {
     [
-        scripts::EXTEND.on(Publish::Plain),
+        EXTEND.on(Publish::Plain),
         RECORD_RENEW.on(Publish::Plain),
         LEASE_RENEW.on(Publish::Plain),
     ]

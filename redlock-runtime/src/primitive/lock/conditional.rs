@@ -7,7 +7,7 @@
 //! or `DELIFEQ key token`), below. Scripts for everything else, and
 //! whenever the server refuses the command.
 //!
-//! The script's release (`shared/release_lock.lua`) deletes the lock and
+//! The script's release (`lock/release_lock.lua`) deletes the lock and
 //! its waiters' signal in one step and publishes when the signal was
 //! there. Without a script the same happens in two steps:
 //!
@@ -42,12 +42,13 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::Call;
 use super::LockKeys;
 use super::plain::read_acquire;
 use crate::primitive::lease::{AcquireReply, Renewal};
 use crate::scripts::Publish;
 use crate::store::OpError;
-use crate::store::server::coalesce::{Call, Coalescer};
+use crate::store::server::coalesce::Coalescer;
 use crate::store::server::commands;
 use crate::store::server::conn::Link;
 use crate::store::server::{On, RedisBackend};
@@ -141,7 +142,7 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
         let ttl_ms = millis_ceil(ttl).max(1);
-        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        let (retention_ms, publish) = (self.fence_retention_ms, self.publish);
         let answer = self
             .run(On::Waiting, Some(token), limit, |link| async move {
                 let script = |link: Link| async move {
@@ -151,8 +152,9 @@ impl RedisBackend {
                         waited: keys.waited.as_str(),
                         token,
                         ttl_ms,
+                        retention_ms,
                     };
-                    Coalescer::alone(link, call, retention, publish)
+                    Coalescer::alone(link, &call, publish)
                         .await
                         .map(Attempt::Script)
                 };
@@ -226,7 +228,7 @@ impl RedisBackend {
         limit: Duration,
     ) -> Result<bool, OpError> {
         let started = Instant::now();
-        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        let (retention_ms, publish) = (self.fence_retention_ms, self.publish);
         let answer = self
             .run(on, Some(token), limit, |link| async move {
                 let script = |link: Link| async move {
@@ -234,8 +236,9 @@ impl RedisBackend {
                         lock: keys.lock.as_str(),
                         waited: keys.waited.as_str(),
                         token,
+                        retention_ms,
                     };
-                    Coalescer::alone(link, call, retention, publish)
+                    Coalescer::alone(link, &call, publish)
                         .await
                         .map(Released::Script)
                 };

@@ -1,16 +1,24 @@
 //! A lock: its keys ([`LockKeys`]), the fencing token issued on first
-//! ask ([`IssueFence`]), its verbs on one Redis (`redis.rs`; the one-step
-//! calls that concurrent callers share, `plain.rs`; without scripts where
-//! the server has conditional commands, `conditional.rs`) and its twin in
-//! process memory (`memory.rs`). (Its scripts are still `scripts/lock/`:
-//! the coalescer of `store/server/` batches them by name.)
+//! ask ([`IssueFence`]), its scripts (`scripts.rs` and the `.lua` files
+//! beside it), its verbs on one Redis (`redis.rs`; the one-step calls
+//! that concurrent callers share, `plain.rs`, which are [`Call`]s the
+//! coalescer of `store/server/` may batch; without scripts where the
+//! server has conditional commands, `conditional.rs`) and its twin in
+//! process memory (`memory.rs`).
 
 use super::keys::{suffixed, tagged};
 
+mod call;
 pub(crate) mod conditional;
 pub(crate) mod memory;
 mod plain;
 mod redis;
+mod scripts;
+
+pub(crate) use call::Call;
+pub(crate) use scripts::{ACQUIRE, BATCH, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_AFTER_HOLD};
+#[cfg(test)]
+pub(crate) use scripts::{ACQUIRE_LOCK, RELEASE_LOCK, SCRIPTS};
 
 /// A lock's keys.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The lock's one-step calls, which concurrent callers share (see
 //! [`coalesce`](crate::store::server::coalesce)): the acquire, as a plain `SET key token
 //! NX PX ttl` (the command rslock and the raw baseline send, with the
-//! fencing token issued later, on first ask: see [`scripts::ISSUE_FENCE`])
+//! fencing token issued later, on first ask: see [`ISSUE_FENCE`])
 //! or as the acquire script when the token is wanted now; and the
 //! release.
 //!
@@ -15,11 +15,9 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{IssueFence, LockKeys};
+use super::{Call, ISSUE_FENCE, IssueFence, LockKeys};
 use crate::primitive::lease::{AcquireReply, acquire_reply};
-use crate::scripts;
 use crate::store::OpError;
-use crate::store::server::coalesce::Call;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
@@ -80,23 +78,25 @@ impl RedisBackend {
         }
         let plain = !fenced && fresh;
         let ttl_ms = millis_ceil(ttl);
+        let retention_ms = self.fence_retention_ms;
         let sent = AtomicBool::new(false);
         let answer = self
             .one_step(On::Waiting, token, limit, !plain, || {
                 let again = sent.swap(true, Ordering::Relaxed);
                 if plain && !again {
                     Call::SetNx {
-                        lock: &keys.lock,
+                        lock: keys.lock.as_str(),
                         token,
                         ttl_ms,
                     }
                 } else {
                     Call::Acquire {
-                        lock: &keys.lock,
+                        lock: keys.lock.as_str(),
                         fence: &keys.fence,
                         waited: &keys.waited,
                         token,
                         ttl_ms,
+                        retention_ms,
                     }
                 }
             })
@@ -122,16 +122,17 @@ impl RedisBackend {
         }
         let answer = self
             .one_step(on, token, limit, coalesce, || Call::Release {
-                lock: &keys.lock,
+                lock: keys.lock.as_str(),
                 waited: &keys.waited,
                 token,
+                retention_ms: self.fence_retention_ms,
             })
             .await?;
         Ok(answer == Value::Int(1))
     }
 
     /// Issues the fencing token of a lock `token` holds (see
-    /// [`scripts::ISSUE_FENCE`]); with replicas, acknowledged like an
+    /// [`ISSUE_FENCE`]); with replicas, acknowledged like an
     /// acquire.
     pub(crate) async fn issue_fence(
         &self,
@@ -146,13 +147,11 @@ impl RedisBackend {
                 limit,
                 |fence| *fence > 0,
                 |_| {
-                    crate::store::server::call::ScriptCall::new(
-                        scripts::ISSUE_FENCE.on(self.publish),
-                    )
-                    .key(&keys.lock)
-                    .key(&keys.fence)
-                    .arg(token)
-                    .arg(retention)
+                    crate::store::server::call::ScriptCall::new(ISSUE_FENCE.on(self.publish))
+                        .key(&keys.lock)
+                        .key(&keys.fence)
+                        .arg(token)
+                        .arg(retention)
                 },
             )
             .await?;

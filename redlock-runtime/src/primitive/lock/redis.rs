@@ -5,15 +5,15 @@
 use std::time::Duration;
 
 use super::LockKeys;
+use super::{ACQUIRE, RELEASE, RELEASE_AFTER_HOLD};
 use crate::primitive::lease::{Acquire, AcquireReply, Ended, acquire_reply, took};
-use crate::scripts;
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
 impl RedisBackend {
-    /// One acquire attempt of a lock (see [`scripts::ACQUIRE`]), followed
+    /// One acquire attempt of a lock (see [`ACQUIRE`]), followed
     /// by `WAIT` with replicas. Too few acknowledgements are an error whose
     /// outcome counts as unknown: the lock may be ours on the primary, and
     /// the caller gives it back (or takes it up with the same token).
@@ -59,7 +59,7 @@ impl RedisBackend {
                         (Some(delay), Some(boot)) => boot.saturating_add(delay),
                         _ => 0,
                     };
-                    ScriptCall::new(scripts::ACQUIRE.on(self.publish))
+                    ScriptCall::new(ACQUIRE.on(self.publish))
                         .key(&keys.lock)
                         .key(&keys.fence)
                         .key(&keys.waited)
@@ -147,7 +147,7 @@ impl RedisBackend {
             .run(On::Plain, Some(token), limit, |mut link| {
                 let queue = &queue;
                 async move {
-                    scripts::RELEASE_AFTER_HOLD
+                    RELEASE_AFTER_HOLD
                         .on(self.publish)
                         .key(&keys.lock)
                         .key(queue)
@@ -190,7 +190,7 @@ impl RedisBackend {
             return self.release_simple(on, keys, token, false, limit).await;
         }
         let retention = self.fence_retention_ms;
-        let call = ScriptCall::new(scripts::RELEASE.on(self.publish))
+        let call = ScriptCall::new(RELEASE.on(self.publish))
             .key(&keys.lock)
             .key(&keys.waited)
             .key(&keys.fence)

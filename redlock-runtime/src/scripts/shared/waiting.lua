@@ -8,7 +8,7 @@
 -- 2 s, and returns that lease's `PTTL` (which the busy answer carries
 -- anyway). The holder's release deletes the lock and `waited` in one
 -- `DEL`, and publishes only when `waited` was there
--- (shared/release_lock.lua). So the release of a lock with a waiter
+-- (lock/release_lock.lua). So the release of a lock with a waiter
 -- publishes:
 -- - a waiter subscribes to the lock's channel before it sends such an
 --   attempt, so either the attempt ran first (it set `waited`) or the

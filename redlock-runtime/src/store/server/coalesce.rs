@@ -1,27 +1,27 @@
-//! Coalescing: the calls of fenced locks that many tasks send at once on
-//! one connection go out together, as one script call.
+//! Coalescing: the script calls that many tasks send at once on one
+//! connection go out together, as one script call.
 //!
-//! A fenced acquire is the most expensive lock call: a script that reads
-//! Redis's clock and writes two keys. Under load, much of its cost is the
-//! fixed price of each call: on Redis, reading, parsing and starting one
-//! `EVALSHA` and its `TIME`; in the client, encoding it, matching its
-//! answer and waking its caller. A [`Coalescer`] (one per connection slot)
-//! lets a call go out alone, exactly as it would without it, while fewer
-//! than [`MAX_IN_FLIGHT`] of its calls are unanswered: a lone caller waits
-//! for nobody. Beyond that, calls queue, and the next answer sends the
-//! whole queue (up to [`MAX_BATCH`]) as one `EVALSHA` of
-//! [`scripts::BATCH`](crate::scripts::BATCH), which runs each call through
-//! the very step its own script runs; each answer reads back as that
-//! script's (an acquire's comes as one number, see `call.rs`).
-//! Measured with lockbench at concurrency 32 (fenced acquire and
-//! release pairs, about 12 calls per batch): 27 to 28 µs of CPU per pair
-//! (client and Redis) instead of 34 to 35.
+//! Under load, much of a script call's cost is its fixed price: on Redis,
+//! reading, parsing and starting one `EVALSHA` (and its `TIME`); in the
+//! client, encoding it, matching its answer and waking its caller. A
+//! [`Coalescer`] (one per connection slot) lets a call go out alone,
+//! exactly as it would without it, while fewer than [`MAX_IN_FLIGHT`] of
+//! its calls are unanswered: a lone caller waits for nobody. Beyond that,
+//! calls queue, and the next answer sends the queue (up to [`MAX_BATCH`]
+//! calls of one batch script) as one `EVALSHA` of that script.
 //!
-//! Only the calls of locks with a fencing token are coalesced: the fenced
-//! acquire, and the release of a lock that has a token. A plain lock's
-//! `SET NX` and release are each one cheap command, which a batch script
-//! (whose every `redis.call` costs about as much as a command of its own)
-//! made slower, not faster, in the same measurements.
+//! Nothing here knows a primitive. A call is a [`Step`]: a primitive that
+//! declares a batch step (a batch script that runs each call through the
+//! very step its own script runs) lets its calls join batches, says how
+//! each goes out alone, what it adds to a batch, and how its answer in a
+//! batch reads back as its own script's. The one primitive that declares
+//! one today is the lock, for its fenced calls
+//! (`primitive/lock/call.rs`, `batch.lua`).
+//!
+//! Measured with lockbench at concurrency 32 (fenced acquire and release
+//! pairs, about 12 calls per batch): 27 to 28 µs of CPU per pair (client
+//! and Redis) instead of 34 to 35; `--coalesce off` sends every call alone
+//! for the comparison.
 //!
 //! What it does not reach: a fenced pair stays near 0.7 of rslock's plain
 //! pair at concurrency 32 (lockbench on 2 cores, 0.62 to 0.81 across runs).
@@ -51,9 +51,9 @@
 //!
 //! - **Each call is still one atomic step of its own lock.** A batch runs
 //!   its calls one after another in one script: nothing runs between two
-//!   steps of a lock that would not have run between them anyway. Fencing
-//!   tokens are issued per key as before (see `design`, "Fencing
-//!   tokens"); the batch reads Redis's clock once for all its acquires.
+//!   steps of a lock that would not have run between them anyway. (The
+//!   lock's batch issues fencing tokens per key as before, see `design`,
+//!   "Fencing tokens", reading Redis's clock once for all its acquires.)
 //! - **A caller that leaves loses nothing and leaks nothing.** The batch is
 //!   sent by a task of its own, so a caller that is cancelled or times out
 //!   never cuts a batch that carries other callers' calls. A call still
@@ -69,7 +69,9 @@
 //!   (a dead connection is retried on a new one, an acquire whose outcome
 //!   is unknown is given back). A server or proxy that refuses a script
 //!   over keys of several slots (`CROSSSLOT`) turns coalescing off for the
-//!   client, and that batch's calls are sent alone.
+//!   client, and that batch's calls are sent alone. A batch holds the
+//!   calls of one batch script only, and its leading arguments come from
+//!   its first call (a primitive's calls from one client share them).
 //! - **Per-owner order.** Every call of one owner token goes to the same
 //!   slot, as before. A call goes out alone only while nothing is queued,
 //!   so a queued call is never overtaken by a later one of the same slot
@@ -83,18 +85,55 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisError, RedisResult, Value};
+use redis::{Cmd, RedisError, RedisResult, Script, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::conn::{Conn, Link};
 use super::{On, RedisBackend};
-use crate::scripts::{self, Publish};
+use crate::scripts::{Lua, Publish};
 use crate::store::OpError;
 
-mod call;
-pub(crate) use call::Call;
-use call::{refuses_several_slots, send, timed_out, top_level, widen_acquire};
+mod send;
+use send::{refuses_several_slots, send, timed_out, top_level};
+
+/// One call a coalescer sends, alone or in a batch: what a primitive
+/// that declares a batch step implements for its calls.
+pub(crate) trait Step {
+    /// The owner token whose calls keep their order (see the module docs).
+    fn owner(&self) -> &str;
+
+    /// Whether it may take something for its owner (an acquire): a
+    /// give-back of that owner waits for its answer ([`Coalescer::settled`]).
+    fn takes(&self) -> bool;
+
+    /// The command that sends it alone, publishing with `publish`, and its
+    /// script (loaded after `NOSCRIPT`, in the variant of `publish`).
+    fn alone(&self, publish: Publish) -> (Cmd, Option<&'static Lua>);
+
+    /// The batch script it may join; `None` for a call that always goes
+    /// alone.
+    fn batch(&self) -> Option<&'static Lua>;
+
+    /// How many keys it adds to a batch's `KEYS`.
+    fn batch_keys(&self) -> usize;
+
+    /// Adds its keys to a batch's `KEYS`.
+    fn push_keys(&self, cmd: &mut Cmd);
+
+    /// Adds the batch's leading arguments, those of every call of the
+    /// batch (taken from its first call).
+    fn push_head(&self, cmd: &mut Cmd);
+
+    /// Adds its own arguments to a batch's `ARGV`.
+    fn push_args(&self, cmd: &mut Cmd);
+
+    /// Its answer taken out of a batch's, as its own script gives it.
+    fn read_back(&self, answer: Value) -> Value;
+
+    /// A copy that owns what it holds, to queue for a batch.
+    fn queued(&self) -> Box<dyn Step + Send + Sync>;
+}
 
 /// Calls of one slot that may be unanswered before more calls queue: the
 /// calls sent alone and the batches in flight. Two keep a pair of tasks
@@ -107,7 +146,6 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// The calls of one connection slot (see the module docs).
 pub(crate) struct Coalescer {
     state: Mutex<State>,
-    retention_ms: u64,
     /// Shared by every slot of the client: off after a `CROSSSLOT`.
     on: Arc<AtomicBool>,
     /// Batches sent, and the calls in them (tests, benchmarks).
@@ -127,7 +165,7 @@ struct State {
 
 /// A call waiting for the next batch.
 struct Queued {
-    call: Call<String>,
+    call: Box<dyn Step + Send + Sync>,
     link: Link,
     /// When its caller stops waiting: the batch waits up to the latest.
     deadline: Instant,
@@ -227,10 +265,9 @@ impl std::fmt::Debug for Coalescer {
 }
 
 impl Coalescer {
-    pub(crate) fn new(retention_ms: u64, on: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(on: Arc<AtomicBool>) -> Self {
         Self {
             state: Mutex::new(State::default()),
-            retention_ms,
             on,
             batches: AtomicU64::new(0),
             batched: AtomicU64::new(0),
@@ -256,7 +293,7 @@ impl Coalescer {
         self: &Arc<Self>,
         link: Link,
         limit: Duration,
-        call: Call<&str>,
+        call: impl Step,
     ) -> RedisResult<Value> {
         let ticket = {
             let mut state = self.state();
@@ -264,10 +301,10 @@ impl Coalescer {
             // acquire of this owner is waiting for a batch or in one (it
             // must land first).
             let alone = !self.on.load(Ordering::Relaxed)
-                || matches!(call, Call::SetNx { .. })
+                || call.batch().is_none()
                 || (state.in_flight < MAX_IN_FLIGHT
                     && state.queue.is_empty()
-                    && !state.acquiring.contains_key(call.token()));
+                    && !state.acquiring.contains_key(call.owner()));
             if alone {
                 state.in_flight += 1;
                 None
@@ -276,11 +313,11 @@ impl Coalescer {
                     stage: Mutex::new(Stage::Queued),
                     settled: Notify::new(),
                 });
-                let call = call.to_owned();
-                if call.is_acquire() {
+                let call = call.queued();
+                if call.takes() {
                     state
                         .acquiring
-                        .entry(call.token().to_owned())
+                        .entry(call.owner().to_owned())
                         .or_default()
                         .push(Arc::clone(&ticket));
                 }
@@ -297,7 +334,7 @@ impl Coalescer {
         match ticket {
             None => {
                 let _alone = Alone(Arc::clone(self));
-                Self::alone(link, call, self.retention_ms, Publish::Plain).await
+                Self::alone(link, &call, Publish::Plain).await
             }
             Some(ticket) => Waiting(ticket).answer().await,
         }
@@ -307,13 +344,12 @@ impl Coalescer {
     /// does (a cluster node publishes with `publish`).
     pub(crate) async fn alone(
         link: Link,
-        call: Call<&str>,
-        retention_ms: u64,
+        call: &impl Step,
         publish: Publish,
     ) -> RedisResult<Value> {
-        let (cmd, script) = call.alone(retention_ms, publish);
+        let (cmd, script) = call.alone(publish);
         let mut conn = link.conn;
-        send(&mut conn, &cmd, script).await
+        send(&mut conn, &cmd, script.map(|s| s.on(publish))).await
     }
 
     /// Completes once no acquire of `token` is queued or in a batch
@@ -392,39 +428,32 @@ impl Coalescer {
             .unwrap_or(first.deadline);
         let mut conn = first.link.conn.clone();
         let answers = if let [only] = batch {
-            let (cmd, script) = only.call.alone(self.retention_ms, Publish::Plain);
+            let (cmd, script) = only.call.alone(Publish::Plain);
+            let script = script.map(|s| s.on(Publish::Plain));
             let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, script)).await;
             vec![sent.unwrap_or_else(|_| Err(timed_out()))]
         } else {
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.batched
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let cmd = self.batch_command(batch);
-            let script = scripts::BATCH.on(Publish::Plain);
-            let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, Some(script))).await;
+            let (cmd, script) = batch_command(batch);
+            let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, script)).await;
             match sent {
                 Ok(Ok(Value::Array(values))) if values.len() == batch.len() => values
                     .into_iter()
                     .zip(batch)
-                    .map(|(v, q)| {
-                        let answer = top_level(Ok(v))?;
-                        Ok(if q.call.is_acquire() {
-                            widen_acquire(answer)
-                        } else {
-                            answer
-                        })
-                    })
+                    .map(|(v, q)| Ok(q.call.read_back(top_level(Ok(v))?)))
                     .collect(),
                 Ok(Ok(other)) => {
                     let e = RedisError::from((
                         redis::ErrorKind::Parse,
-                        "unexpected answer to a batch of lock calls",
+                        "unexpected answer to a batch of calls",
                         format!("{other:?}"),
                     ));
                     vec![Err(e); batch.len()]
                 }
                 Ok(Err(e)) if refuses_several_slots(&e) => {
-                    tracing::warn!(target: "redlock", error = %e, "Redis refused a batch of lock calls over several slots; sending each call alone from now on");
+                    tracing::warn!(target: "redlock", error = %e, "Redis refused a batch of calls over several slots; sending each call alone from now on");
                     self.on.store(false, Ordering::Relaxed);
                     self.each_alone(&mut conn, batch, deadline).await
                 }
@@ -445,16 +474,22 @@ impl Coalescer {
         batch: &[Queued],
         deadline: Instant,
     ) -> Vec<RedisResult<Value>> {
+        let alone: Vec<_> = batch.iter().map(|q| q.call.alone(Publish::Plain)).collect();
+        let mut scripts: Vec<&Lua> = Vec::new();
+        for script in alone.iter().filter_map(|(_, script)| *script) {
+            if !scripts.iter().any(|s| std::ptr::eq(*s, script)) {
+                scripts.push(script);
+            }
+        }
         let mut pipe = redis::pipe();
-        let mut loads = 0;
-        for script in [&scripts::ACQUIRE, &scripts::RELEASE] {
+        for script in &scripts {
             pipe.cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(script.text(Publish::Plain));
-            loads += 1;
         }
-        for q in batch {
-            pipe.add_command(q.call.alone(self.retention_ms, Publish::Plain).0);
+        let loads = scripts.len();
+        for (cmd, _) in alone {
+            pipe.add_command(cmd);
         }
         let count = loads + batch.len();
         let sent =
@@ -468,7 +503,7 @@ impl Coalescer {
             Ok(Ok(_)) => vec![
                 Err(RedisError::from((
                     redis::ErrorKind::Parse,
-                    "unexpected answer to a pipeline of lock calls",
+                    "unexpected answer to a pipeline of calls",
                 )));
                 batch.len()
             ],
@@ -476,40 +511,28 @@ impl Coalescer {
             Err(_) => vec![Err(timed_out()); batch.len()],
         }
     }
+}
 
-    /// `EVALSHA` of [`scripts::BATCH`] over `batch`'s calls.
-    fn batch_command(&self, batch: &[Queued]) -> Cmd {
-        let script = scripts::BATCH.on(Publish::Plain);
-        let keys: usize = batch
-            .iter()
-            .map(|q| 2 + usize::from(q.call.is_acquire()))
-            .sum();
-        let mut cmd = Cmd::with_capacity(4 + keys + 3 * batch.len(), 128 * batch.len());
-        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-        for q in batch {
-            match &q.call {
-                Call::Acquire {
-                    lock,
-                    fence,
-                    waited,
-                    ..
-                } => cmd.arg(lock).arg(fence).arg(waited),
-                Call::Release { lock, waited, .. } => cmd.arg(lock).arg(waited),
-                // Never queued (see `call`).
-                Call::SetNx { .. } => continue,
-            };
-        }
-        cmd.arg(self.retention_ms);
-        for q in batch {
-            match &q.call {
-                Call::Acquire { token, ttl_ms, .. } => cmd.arg("f").arg(token).arg(*ttl_ms),
-                Call::Release { token, .. } => cmd.arg("r").arg(token),
-                // Never queued (see `call`).
-                Call::SetNx { .. } => continue,
-            };
-        }
-        cmd
+/// `EVALSHA` of the batch script of `batch`'s calls (each of which joins
+/// the same one), and that script.
+fn batch_command(batch: &[Queued]) -> (Cmd, Option<&'static Script>) {
+    let Some(script) = batch.first().and_then(|q| q.call.batch()) else {
+        return (Cmd::new(), None);
+    };
+    let script = script.on(Publish::Plain);
+    let keys: usize = batch.iter().map(|q| q.call.batch_keys()).sum();
+    let mut cmd = Cmd::with_capacity(4 + keys + 3 * batch.len(), 128 * batch.len());
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+    for q in batch {
+        q.call.push_keys(&mut cmd);
     }
+    if let Some(first) = batch.first() {
+        first.call.push_head(&mut cmd);
+    }
+    for q in batch {
+        q.call.push_args(&mut cmd);
+    }
+    (cmd, Some(script))
 }
 
 impl State {
@@ -526,10 +549,13 @@ impl State {
                 kept.push_back(q);
                 continue;
             }
-            // One connection per batch: a call queued on another (a
-            // reconnection in between) waits for a later batch.
-            let other_link = batch.first().is_some_and(|f| f.link.id() != q.link.id());
-            let held_back = other_link || self.in_a_batch(q.call.token());
+            // One connection and one batch script per batch: a call queued
+            // on another (a reconnection in between), or for another
+            // script, waits for a later batch.
+            let other = batch.first().is_some_and(|f| {
+                f.link.id() != q.link.id() || !same_batch(f.call.batch(), q.call.batch())
+            });
+            let held_back = other || self.in_a_batch(q.call.owner());
             // Checked and marked under one lock: a caller that leaves
             // either finds its call sent (and its give-back waits for the
             // answer) or never sent.
@@ -561,16 +587,24 @@ impl State {
 
     /// `q` is answered or dropped: no give-back waits for it any more.
     fn forget(&mut self, q: &Queued) {
-        if !q.call.is_acquire() {
+        if !q.call.takes() {
             return;
         }
-        let token = q.call.token();
+        let token = q.call.owner();
         if let Some(tickets) = self.acquiring.get_mut(token) {
             tickets.retain(|t| !Arc::ptr_eq(t, &q.ticket));
             if tickets.is_empty() {
                 self.acquiring.remove(token);
             }
         }
+    }
+}
+
+/// Whether two calls join the same batch script.
+fn same_batch(a: Option<&'static Lua>, b: Option<&'static Lua>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => std::ptr::eq(a, b),
+        _ => false,
     }
 }
 
@@ -598,22 +632,22 @@ impl RedisBackend {
     /// answer as its own script gives it.
     ///
     /// [`coalesce`]: self
-    pub(crate) async fn one_step<'a>(
+    pub(crate) async fn one_step<C: Step>(
         &self,
         on: On,
         owner: &str,
         limit: Duration,
         coalesce: bool,
-        call: impl Fn() -> Call<&'a str>,
+        call: impl Fn() -> C,
     ) -> Result<Value, OpError> {
         let coalescer = self.coalescer(on, owner).filter(|_| coalesce);
-        let (retention, publish) = (self.fence_retention_ms, self.publish);
+        let publish = self.publish;
         self.run(on, Some(owner), limit, |link| {
             let call = call();
             async move {
                 match coalescer {
                     Some(c) => c.call(link, limit, call).await,
-                    None => Coalescer::alone(link, call, retention, publish).await,
+                    None => Coalescer::alone(link, &call, publish).await,
                 }
             }
         })

@@ -83,7 +83,7 @@ impl RedisBackend {
         let fence_retention_ms = millis_ceil(fence_retention).max(1);
         let on = Arc::new(AtomicBool::new(true));
         let coalescers = (0..plain.slot_count())
-            .map(|_| Arc::new(Coalescer::new(fence_retention_ms, Arc::clone(&on))))
+            .map(|_| Arc::new(Coalescer::new(Arc::clone(&on))))
             .collect();
         Self {
             plain,

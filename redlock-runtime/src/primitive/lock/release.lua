@@ -1,7 +1,7 @@
 -- Deletes the lock if the token still holds it and, when someone waits
 -- for it (its waiters' signal, shared/waiting.lua), publishes on the
 -- channel named like the lock key, which wakes the waiters; never touches
--- another owner's lock (shared/release_lock.lua). The signal goes in the
+-- another owner's lock (lock/release_lock.lua). The signal goes in the
 -- `DEL` the release sends anyway, so a lock no one waited for is released
 -- with rslock's two commands (`GET`, `DEL`); a `PUBSUB NUMSUB` check
 -- measured slower than always publishing (lockbench `--only

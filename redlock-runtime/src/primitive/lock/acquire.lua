@@ -1,5 +1,5 @@
 -- Takes the lock and issues its fencing token in one step (see
--- shared/acquire_lock.lua).
+-- lock/acquire_lock.lua).
 --
 -- `KEYS[1]` lock, `KEYS[2]` fencing counter, `KEYS[3]` the waiters'
 -- signal (shared/waiting.lua); `ARGV[1]` token, `ARGV[2]`

@@ -1,5 +1,5 @@
 -- Runs several one-lock calls in order, each through the very step its
--- own script runs (shared/acquire_lock.lua, shared/release_lock.lua), and answers each
+-- own script runs (lock/acquire_lock.lua, lock/release_lock.lua), and answers each
 -- so that the client reads it back as its own script's answer: a call's
 -- answer is the same whether it went alone or in a batch (an acquire's
 -- comes as one number, below). Each call runs under `pcall`,
