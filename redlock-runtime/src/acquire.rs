@@ -18,9 +18,9 @@ use crate::giveback::PendingAcquire;
 use crate::guard::LockGuard;
 use crate::lock::{HeldLock, Hold, Taken};
 use crate::scope::RunScope;
+use crate::store::subscribe::Subscription;
 use crate::telemetry::{self, AcquireEnd, Labels};
 use crate::util::{validate_key, validate_ttl, validate_wait};
-use crate::wakeups::Subscription;
 
 /// The shortest time an acquire attempt is given while waiting, even when
 /// less of the wait is left: a shorter limit could never see an answer.
@@ -362,7 +362,7 @@ async fn attempts(
         let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
         retries = retries.saturating_add(1);
         tokio::select! {
-            () = crate::wakeups::nap(sleep, woken) => {}
+            () = crate::store::subscribe::nap(sleep, woken) => {}
             // `pending` is dropped on return: what an attempt may hold is
             // given back.
             // Boxed: a pointer in every acquire's future, not the wait's

@@ -19,7 +19,7 @@ use crate::store::server::Replicas;
 use crate::target::Target;
 use crate::tls::TlsCertificates;
 
-use crate::wakeups::Wakeups;
+use crate::store::subscribe::Wakeups;
 
 /// A client in memory with these settings.
 pub(crate) fn memory(settings: Settings) -> LockClient {
@@ -499,7 +499,7 @@ impl LockClientBuilder {
                 let backend = std::sync::Arc::new(backend);
                 let following = std::sync::Arc::downgrade(&backend);
                 // The subscriber connects to whichever server is primary.
-                let wakeups = Wakeups::following(crate::wakeups::Follow {
+                let wakeups = Wakeups::following(crate::store::subscribe::Follow {
                     resolve: std::sync::Arc::new(move || {
                         following.upgrade().and_then(|b| b.primary_client())
                     }),

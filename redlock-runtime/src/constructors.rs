@@ -11,7 +11,7 @@ use crate::client::LockClient;
 use crate::core::{Core, Settings};
 use crate::error::LockError;
 use crate::store::open;
-use crate::wakeups::Wakeups;
+use crate::store::subscribe::Wakeups;
 
 impl LockClient {
     /// Connects to the Redis server at `url` with default settings, and checks

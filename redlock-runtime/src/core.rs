@@ -16,7 +16,7 @@ use crate::backend::Backend;
 use crate::backoff::RetryPolicy;
 use crate::error::LockError;
 use crate::lock::HeldLock;
-use crate::wakeups::Wakeups;
+use crate::store::subscribe::Wakeups;
 use crate::watchdog::{self, Watchdog};
 
 /// Pause between two tries of a give-back or drop-release that failed.

@@ -10,8 +10,8 @@ use crate::backend::{LatchCall, LatchKeys, LatchOp, LatchReply, OpError};
 use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
+use crate::store::subscribe::Subscription;
 use crate::util::{MAX_KEY_LEN, validate_key, validate_ttl, validate_wait};
-use crate::wakeups::Subscription;
 
 /// The shortest time a read while waiting is given.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
@@ -255,7 +255,7 @@ impl Latch {
             let sleep = next_sleep(&settings.retry, retries, ttl_left, remaining);
             retries = retries.saturating_add(1);
             tokio::select! {
-                () = crate::wakeups::nap(sleep, woken) => {}
+                () = crate::store::subscribe::nap(sleep, woken) => {}
                 () = Box::pin(self.core.closed()) => {
                     return Err(LockError::ShutDown { key: self.key.clone() });
                 }

@@ -157,7 +157,6 @@ mod target;
 mod telemetry;
 mod tls;
 mod util;
-mod wakeups;
 mod watchdog;
 
 pub use backend::{Mode, NodeRole};

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, Inspect, Inspection, Keys, Kind, keys};
 use crate::error::LostReason;
-use crate::wakeups::waiter_id;
+use crate::store::subscribe::waiter_id;
 
 /// What a lease was when the call that found it gone was sent.
 #[derive(Debug, Clone, Copy)]

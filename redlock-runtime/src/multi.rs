@@ -25,9 +25,9 @@ use crate::giveback::PendingAcquire;
 use crate::guard::LockGuard;
 use crate::lock::{HeldLock, Lost, Taken};
 use crate::scope::{OnLost, RunScope};
+use crate::store::subscribe::Subscription;
 use crate::telemetry::Labels;
 use crate::util::{validate_key, validate_ttl, validate_wait};
-use crate::wakeups::Subscription;
 
 /// The shortest time an attempt is given while waiting.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
@@ -408,7 +408,7 @@ impl MultiLock {
             let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
             retries = retries.saturating_add(1);
             tokio::select! {
-                () = crate::wakeups::nap(sleep, woken) => {}
+                () = crate::store::subscribe::nap(sleep, woken) => {}
                 // `pending` is dropped on return: given back.
                 () = Box::pin(core.closed()) => {
                     return Err(LockError::ShutDown { key: group[0].user.clone() });

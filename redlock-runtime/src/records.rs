@@ -72,8 +72,8 @@ use crate::core::Core;
 use crate::giveback::PendingAcquire;
 use crate::guard::LockGuard;
 use crate::lock::{HeldLock, Lost, Taken};
+use crate::store::subscribe::{Subscription, Wakeups};
 use crate::telemetry::Labels;
-use crate::wakeups::{Subscription, Wakeups};
 
 pub use crate::primitive::record::Completion;
 

@@ -351,7 +351,7 @@ fn no_script_writes_to_a_value_it_does_not_own() {
     assert_eq!(WAITED_MARK as u32, 31);
     assert!(code(&FORCE_RELEASE.text(Publish::Plain)).contains("string.byte(token, -1) == 31"));
     // A grant message's fields are split by the byte its script writes.
-    assert_eq!(crate::wakeups::GRANT_SEPARATOR as u32, 31);
+    assert_eq!(crate::store::subscribe::GRANT_SEPARATOR as u32, 31);
     assert!(
         FAIR_RELEASE
             .text(Publish::Plain)
@@ -369,7 +369,7 @@ fn no_script_writes_to_a_value_it_does_not_own() {
 /// subscribe to a lock's channel reads them (an ACL can grant channels
 /// without keys), so none may carry an owner token, the secret that
 /// releases and extends a lock (issue 32, part 5): a waiter is named by
-/// `redis.sha1hex` of its token (see `wakeups::waiter_id`). A new
+/// `redis.sha1hex` of its token (see `store::subscribe::waiter_id`). A new
 /// message goes here once it is known to carry no secret.
 const MESSAGES: [&str; 6] = [
     "''",

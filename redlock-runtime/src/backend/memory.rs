@@ -17,7 +17,7 @@ use crate::primitive::{
     LockKeys, RecordKeys, Renewal,
 };
 use crate::store::OpError;
-use crate::wakeups::{LocalWake, waiter_id};
+use crate::store::subscribe::{LocalWake, Message, waiter_id};
 
 mod name;
 mod sync;
@@ -171,9 +171,10 @@ impl MemoryBackend {
             (released, next)
         };
         // The next waiter by its id, as `FAIR_LEAVE` publishes it.
-        let next = next.map(|token| waiter_id(&token));
-        if let Some(next) = next.or_else(|| released.then(String::new)) {
-            self.wake.released(&keys.lock, Some(&next));
+        match next.map(|token| waiter_id(&token)) {
+            Some(next) => self.wake.released(&keys.lock, Message::Named(&next)),
+            None if released => self.wake.released(&keys.lock, Message::Longest),
+            None => {}
         }
         released
     }
@@ -215,7 +216,7 @@ impl MemoryBackend {
             let clock = (now, self.now_ms(now));
             let ended = (self.state().locks).release_after_hold(keys, token, hold, clock);
             if ended == Ended::Deleted {
-                self.wake.released(&keys.lock, None);
+                self.wake.released(&keys.lock, Message::Longest);
             }
             return ended;
         }
@@ -229,7 +230,8 @@ impl MemoryBackend {
         };
         // The first in line, by its id (see `waiter_id`).
         let next = next.map(|token| waiter_id(&token));
-        self.wake.released(&keys.lock, next.as_deref());
+        let message = next.as_deref().map_or(Message::Longest, Message::Named);
+        self.wake.released(&keys.lock, message);
         Ended::Deleted
     }
 
@@ -261,7 +263,7 @@ impl MemoryBackend {
         } = *complete;
         let done = self.records.complete(keys, token, result, retention);
         if done {
-            self.wake.released(&keys.record, None);
+            self.wake.released(&keys.record, Message::Longest);
         }
         done
     }
@@ -270,7 +272,7 @@ impl MemoryBackend {
     fn release_record(&self, keys: &RecordKeys, token: &str) -> bool {
         let released = self.records.release(keys, token);
         if released {
-            self.wake.released(&keys.record, None);
+            self.wake.released(&keys.record, Message::Longest);
         }
         released
     }
@@ -301,7 +303,7 @@ mod tests {
 
     use super::{Acquire, End, Keys, LockKeys, MemoryBackend};
     use crate::LostReason;
-    use crate::wakeups::Wakeups;
+    use crate::store::subscribe::Wakeups;
 
     /// A fenced acquire: its token is issued with it (a plain one's on
     /// first ask, as on one Redis).

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::{MemoryBackend, State};
 use crate::primitive::name::memory::{self, Forced, Tables};
 use crate::primitive::name::{ForceRelease, ForceReply, Inspect, Inspection};
+use crate::store::subscribe::Message;
 
 impl State {
     /// The tables of a name's primitives.
@@ -31,10 +32,11 @@ impl MemoryBackend {
             rw_freed,
         } = memory::force_release(self.state().tables(), force, now, self.fence_retention);
         if let Some(head) = lock_head {
-            self.wake.released(&force.keys.lock, head.as_deref());
+            let message = head.as_deref().map_or(Message::Longest, Message::Named);
+            self.wake.released(&force.keys.lock, message);
         }
         if rw_freed {
-            self.wake.released(&force.rw.rw, Some("*"));
+            self.wake.released(&force.rw.rw, Message::All);
         }
         reply
     }

@@ -13,6 +13,7 @@ use crate::primitive::{
     Acquire, AcquireReply, Available, Downgrade, GroupAcquire, GroupReply, LatchCall, LatchReply,
     Renewal, group,
 };
+use crate::store::subscribe::Message;
 
 /// What the synchronizers keep.
 #[derive(Debug, Default)]
@@ -87,7 +88,7 @@ impl MemoryBackend {
                 Shared::Permits(keys) => {
                     let released = state.sync.permits.release(keys, token, now);
                     let (held, message) = match released {
-                        Some((held, permits)) => (held, Some(format!("*{permits}"))),
+                        Some((held, permits)) => (held, Some(Message::Count(permits))),
                         None => (false, None),
                     };
                     (&keys.holders, held, message)
@@ -106,7 +107,7 @@ impl MemoryBackend {
             }
         };
         if let Some(message) = message {
-            self.wake.released(key, Some(&message));
+            self.wake.released(key, message);
         }
         released
     }
@@ -134,7 +135,7 @@ impl MemoryBackend {
             (state.sync.rw).downgrade(&mut state.locks, keys, token, ttl, now)
         };
         if done {
-            self.wake.released(&keys.rw, Some("*"));
+            self.wake.released(&keys.rw, Message::All);
         }
         done
     }
@@ -157,7 +158,7 @@ impl MemoryBackend {
             state.sync.latches.call(call, now)
         };
         if wake {
-            self.wake.released(&call.keys.latch, Some("*"));
+            self.wake.released(&call.keys.latch, Message::All);
         }
         reply
     }
@@ -172,8 +173,8 @@ impl MemoryBackend {
 
 /// The wake-up of a read/write lock's release: every waiter, if any may
 /// now get in.
-fn wake_all(released: Released) -> Option<String> {
-    released.wake.then(|| "*".to_owned())
+fn wake_all(released: Released) -> Option<Message<'static>> {
+    released.wake.then_some(Message::All)
 }
 
 #[cfg(test)]
@@ -184,7 +185,7 @@ mod tests {
     use crate::primitive::{
         Acquire, AcquireReply, Keys, LatchCall, LatchKeys, LatchOp, PermitKeys, RwKeys,
     };
-    use crate::wakeups::Wakeups;
+    use crate::store::subscribe::Wakeups;
 
     fn take(memory: &MemoryBackend, keys: &Keys, ttl: Duration) {
         let reply = memory.acquire(&Acquire {

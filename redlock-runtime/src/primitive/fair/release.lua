@@ -6,7 +6,7 @@
 -- fencing token, and publishes `id ␟ fence ␟ now` (`id` the waiter's
 -- name on the channel, `redis.sha1hex` of its token: never the token,
 -- which would let anyone allowed to subscribe release or extend the lock
--- it names, see `waiter_id` in `wakeups.rs`; `␟` the unit
+-- it names, see `waiter_id` in `store/subscribe/message.rs`; `␟` the unit
 -- separator, byte 31, never in an id; `now` Redis's clock in ms). The waiter
 -- holds the lock from the message on, without asking again: one round
 -- trip less between two holders. Its watchdog then renews the lease to

@@ -7,7 +7,7 @@
 -- minimum hold (ms). Returns 0 (not the owner), 1 (deleted) or 2 (left to
 -- expire when the minimum hold ends). A deletion publishes the first fair
 -- waiter's id (`redis.sha1hex` of its token, never the token: see
--- `waiter_id` in `wakeups.rs`), as fair/leave.lua does, so
+-- `waiter_id` in `store/subscribe/message.rs`), as fair/leave.lua does, so
 -- that it is the one woken; an empty message when no one is in line.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0

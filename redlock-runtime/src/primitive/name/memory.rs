@@ -11,7 +11,7 @@ use super::{ENDED_KEPT_PAST_LEASE, ForceRelease, ForceReply, Inspect, Inspection
 use crate::primitive::lock::memory::LockTable;
 use crate::primitive::rw::memory::RwTable;
 use crate::primitive::semaphore::memory::PermitTable;
-use crate::wakeups::waiter_id;
+use crate::store::subscribe::waiter_id;
 
 /// The holders an operator ended, by the name's `LockKeys::ended` key:
 /// their `waiter_id`s, kept until the instant (`force_release.lua`'s set).

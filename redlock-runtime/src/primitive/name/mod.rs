@@ -48,7 +48,7 @@ pub(crate) struct Inspection {
     pub(crate) readers: Vec<Lease>,
     pub(crate) waiting_writers: u64,
     pub(crate) permits: Vec<(Lease, u32)>,
-    /// `wakeups::waiter_id` of each holder an operator ended, while their
+    /// `store::subscribe::waiter_id` of each holder an operator ended, while their
     /// lease would have lasted (see `ForceRelease`).
     pub(crate) ended: Vec<String>,
 }

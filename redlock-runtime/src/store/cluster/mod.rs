@@ -34,7 +34,7 @@
 //!
 //! redis-rs's cluster connection is used for one thing it does well: the
 //! wake-up subscriber's `SSUBSCRIBE`, which it routes by slot and moves
-//! when slots move (see `wakeups.rs`).
+//! when slots move (see `store/subscribe/`).
 //!
 //! [`Conn::Asking`]: super::conn::Conn::Asking
 //! [`LockError::Redirected`]: crate::LockError::Redirected

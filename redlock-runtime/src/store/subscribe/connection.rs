@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use redis::{ConnectionInfo, PushInfo, PushKind};
 use tokio::sync::watch;
 
-use super::{Delivery, Inner, Sink};
+use super::{Delivery, Inner, Message, Sink};
 
 /// How long to wait before reconnecting a lost subscriber connection.
 const RECONNECT_DELAY: Duration = Duration::from_millis(200);
@@ -97,7 +97,8 @@ pub(super) async fn subscriber(inner: Arc<Inner>) {
                     // One waiter per client and release (the one a fair
                     // release names): waking all of them would send them all
                     // to Redis for one free lock.
-                    channel.wake(std::str::from_utf8(msg.get_payload_bytes()).unwrap_or(""));
+                    let text = std::str::from_utf8(msg.get_payload_bytes()).unwrap_or("");
+                    channel.wake(Message::parse(text));
                 }
             }
         }
@@ -192,7 +193,7 @@ pub(super) async fn sharded_subscriber(inner: Arc<Inner>, nodes: Vec<ConnectionI
                 PushKind::SMessage | PushKind::Message => {
                     let state = inner.state();
                     if let Some(channel) = state.channels.get(&text(0)) {
-                        channel.wake(&text(1));
+                        channel.wake(Message::parse(&text(1)));
                     }
                 }
                 // A node dropped the channel as its slot left (or we did):

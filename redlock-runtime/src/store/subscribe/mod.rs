@@ -41,7 +41,11 @@ use redis::cluster_async::ClusterConnection;
 use tokio::sync::{Notify, watch};
 
 mod connection;
+mod message;
 use connection::{sharded_subscriber, subscriber};
+#[cfg(test)]
+pub(crate) use message::GRANT_SEPARATOR;
+pub(crate) use message::{Grant, Message, waiter_id};
 
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,23 +147,6 @@ struct Channel {
     targets: HashMap<String, Arc<Target>>,
 }
 
-/// A fair waiter's name on its lock's channel: the SHA-1 of its owner
-/// token, in lower-case hex, as Lua's `redis.sha1hex(token)` writes it in
-/// the scripts that publish it (a grant and the wake-up of the first in
-/// line: `FAIR_RELEASE`, `FAIR_LEAVE`, `RELEASE_AFTER_HOLD`).
-///
-/// Not the token itself: every client allowed to `SUBSCRIBE` to the
-/// channel reads what is published there (an ACL can grant channels
-/// without keys), and the token is the secret that releases and extends
-/// the lock it holds. The id names the waiter and grants nothing: no
-/// script takes it in place of a token, and the token (a random UUID
-/// after the client's name) cannot be worked back from its SHA-1. The
-/// waiter computes its own id once, as it subscribes; a message is
-/// matched by exact comparison, as the token was.
-pub(crate) fn waiter_id(token: &str) -> String {
-    sha1_smol::Sha1::from(token).digest().to_string()
-}
-
 /// A fair waiter as the subscriber knows it: woken by name, and handed the
 /// lock when the release granted it (see [`Grant`]).
 #[derive(Debug, Default)]
@@ -168,60 +155,25 @@ struct Target {
     grant: Mutex<Option<Grant>>,
 }
 
-/// A fair release that handed the lock to the first waiter in line: the
-/// lock is that waiter's from the release on (`primitive/fair/release.lua`), for what was left of its presence in the line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Grant {
-    /// The fencing token the release issued to it.
-    pub(crate) fence: u64,
-    /// When the release ran, on Redis's clock (ms).
-    pub(crate) at_ms: u64,
-}
-
-/// The byte that separates a grant message's fields: `\31` in the fair
-/// scripts' text (never in an id or a number).
-pub(crate) const GRANT_SEPARATOR: char = '\u{1f}';
-
-/// The waiter a grant message names (its [`waiter_id`]) and the grant
-/// (the id, [`GRANT_SEPARATOR`], the fencing token, the separator, Redis's
-/// clock in ms); `None` for any other message.
-fn parse_grant(message: &str) -> Option<(&str, Grant)> {
-    let mut parts = message.split(GRANT_SEPARATOR);
-    let (id, fence, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let grant = Grant {
-        fence: fence.parse().ok()?,
-        at_ms: at_ms.parse().ok()?,
-    };
-    Some((id, grant))
-}
-
 impl Channel {
-    /// Wakes the waiter a release message names (by its [`waiter_id`]);
-    /// every waiter for `*` (a release that may let several in: a
-    /// writer's, a latch reaching zero); the `n` longest waiters for `*n`
-    /// (a semaphore's `n` permits freed); else the longest waiter.
-    fn wake(&self, named: &str) {
-        if let Some(count) = named.strip_prefix('*') {
-            match count.parse::<u32>() {
-                Ok(n) => (0..n.min(1024)).for_each(|_| self.notify.notify_one()),
-                Err(_) => self.wake_all(),
+    /// Wakes the waiters `message` calls for (see [`Message`]): one waiter
+    /// per client and release, except where the message lets several in.
+    fn wake(&self, message: Message<'_>) {
+        match message {
+            Message::All => self.wake_all(),
+            Message::Count(n) => (0..n.min(1024)).for_each(|_| self.notify.notify_one()),
+            Message::Granted { id, grant } => {
+                if let Some(target) = self.targets.get(id) {
+                    *target.grant.lock().unwrap_or_else(PoisonError::into_inner) = Some(grant);
+                    target.notify.notify_one();
+                }
+                // Granted to a waiter of another client: nothing to wake here.
             }
-            return;
-        }
-        if let Some((id, grant)) = parse_grant(named) {
-            if let Some(target) = self.targets.get(id) {
-                *target.grant.lock().unwrap_or_else(PoisonError::into_inner) = Some(grant);
-                target.notify.notify_one();
-            }
-            // Granted to a waiter of another client: nothing to wake here.
-            return;
-        }
-        match self.targets.get(named) {
-            Some(target) => target.notify.notify_one(),
-            None => self.notify.notify_one(),
+            Message::Named(id) => match self.targets.get(id) {
+                Some(target) => target.notify.notify_one(),
+                None => self.notify.notify_one(),
+            },
+            Message::Longest => self.notify.notify_one(),
         }
     }
 
@@ -368,14 +320,13 @@ pub(crate) struct LocalWake {
 }
 
 impl LocalWake {
-    /// A release of `channel`'s lock: wakes the named fair waiter, else the
-    /// key's longest waiter. `named` is the message a script would publish:
-    /// a fair waiter is named by its [`waiter_id`] here too (the memory
-    /// store's messages never leave this client, but the waiters are
-    /// matched by id alike).
-    pub(crate) fn released(&self, channel: &str, named: Option<&str>) {
+    /// A release of `channel`'s lock, with the message a script would
+    /// publish: a fair waiter is named by its [`waiter_id`] here too (the
+    /// memory store's messages never leave this client, but the waiters
+    /// are matched by id alike).
+    pub(crate) fn released(&self, channel: &str, message: Message<'_>) {
         if let Some(channel) = self.inner.state().channels.get(channel) {
-            channel.wake(named.unwrap_or(""));
+            channel.wake(message);
         }
     }
 }
@@ -464,55 +415,5 @@ impl Drop for Subscription {
                 }
             });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Grant, parse_grant, waiter_id};
-
-    #[test]
-    fn a_grant_message_names_its_waiter_and_carries_token_and_clock() {
-        let id = waiter_id("~app:1:abc");
-        assert_eq!(
-            parse_grant(&format!("{id}\u{1f}1764170000000123\u{1f}1764170000000")),
-            Some((
-                id.as_str(),
-                Grant {
-                    fence: 1_764_170_000_000_123,
-                    at_ms: 1_764_170_000_000
-                }
-            ))
-        );
-        // A release that only names a waiter, or nobody; anything else.
-        for other in [
-            id.as_str(),
-            "",
-            "*",
-            "*3",
-            "a\u{1f}1",
-            "a\u{1f}x\u{1f}1",
-            "a\u{1f}1\u{1f}2\u{1f}3",
-        ] {
-            assert_eq!(parse_grant(other), None, "{other:?}");
-        }
-    }
-
-    /// Issue 32, part 5: the id is what `redis.sha1hex` writes for the
-    /// token: 40 lower-case hex digits (the known SHA-1 values of "" and
-    /// "abc"), so never the separator a grant splits at; two tokens,
-    /// two ids. (`tests/fair.rs` compares it with Redis's own.)
-    #[test]
-    fn a_waiter_id_is_the_sha1_hex_redis_writes() {
-        assert_eq!(waiter_id(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(waiter_id("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        let (one, other) = (crate::owner::token("app", 0), crate::owner::token("app", 0));
-        let id = waiter_id(&one);
-        assert_eq!(id.len(), 40);
-        assert!(
-            id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
-            "{id}"
-        );
-        assert_ne!(id, waiter_id(&other));
     }
 }
