@@ -11,7 +11,7 @@ use crate::primitive::fair;
 use crate::primitive::lease::Shared;
 use crate::primitive::lock::memory::LockTable;
 use crate::primitive::name::memory::EndedTable;
-use crate::primitive::record::memory::{MAX_RECORDS, MemoryRecords};
+use crate::primitive::record::memory::{MAX_RECORDS, RecordTable};
 use crate::primitive::{
     Acquire, AcquireReply, Claim, Claimed, Complete, End, Ended, GiveBack, IssueFence, Keys,
     LockKeys, RecordKeys, Renewal,
@@ -34,10 +34,12 @@ struct State {
     sync: Box<sync::SyncState>,
     /// The holders an operator ended.
     ended: EndedTable,
+    /// Idempotency records.
+    records: RecordTable,
 }
 
-/// Sweep expired held, counters and dead waiters every this many
-/// acquisitions: what nobody asks for again does not pile up.
+/// Sweep expired held, counters, dead waiters and records every this many
+/// acquisitions and claims: what nobody asks for again does not pile up.
 const SWEEP_EVERY: usize = 1024;
 
 impl State {
@@ -45,6 +47,7 @@ impl State {
         self.locks.sweep(now);
         self.sync.sweep(now);
         self.ended.sweep(now);
+        self.records.sweep(now);
         self.since_sweep = 0;
     }
 }
@@ -61,8 +64,6 @@ pub(crate) struct MemoryBackend {
     /// Wakes this process's waiters on a release, as Redis's scripts
     /// publish.
     wake: LocalWake,
-    /// Idempotency records.
-    records: MemoryRecords,
 }
 
 impl MemoryBackend {
@@ -72,7 +73,6 @@ impl MemoryBackend {
             epoch: Instant::now(),
             fence_retention,
             wake,
-            records: MemoryRecords::default(),
         }
     }
 
@@ -123,7 +123,8 @@ impl MemoryBackend {
         let at = self.at(want_time);
         let keys = match keys {
             Keys::Lock(keys) => keys,
-            // Records are claimed, not acquired: nothing to take.
+            // Records are claimed, not acquired: refused before this by
+            // `Backend::acquire`, as every store refuses them.
             Keys::Record(_) => return AcquireReply::Busy { pttl: None },
             Keys::Read(_) | Keys::Write(_) | Keys::Permits(_) => {
                 drop(self.swept_state(at.0));
@@ -240,7 +241,9 @@ impl MemoryBackend {
         let lock = match keys {
             Keys::Lock(keys) => &keys.lock,
             Keys::Write(rw) => &rw.rw,
-            Keys::Record(record) => return self.records.renew(record, token, ttl),
+            Keys::Record(record) => {
+                return (self.state().records).renew(record, token, ttl, Instant::now());
+            }
             Keys::Read(_) | Keys::Permits(_) => {
                 return Shared::of(keys).is_some_and(|shared| self.extend_shared(shared, renewal));
             }
@@ -250,7 +253,10 @@ impl MemoryBackend {
 
     /// Claims an idempotency record.
     pub(crate) fn claim(&self, claim: &Claim<'_>) -> Result<Claimed<u64>, OpError> {
-        self.records.claim(claim).ok_or(OpError::Full(MAX_RECORDS))
+        let now = Instant::now();
+        (self.swept_state(now).records)
+            .claim(claim, now)
+            .ok_or(OpError::Full(MAX_RECORDS))
     }
 
     /// Completes a claimed record, waking this process's duplicates.
@@ -261,7 +267,8 @@ impl MemoryBackend {
             result,
             retention,
         } = *complete;
-        let done = self.records.complete(keys, token, result, retention);
+        let done =
+            (self.state().records).complete(keys, token, (result, retention), Instant::now());
         if done {
             self.wake.released(&keys.record, Message::Longest);
         }
@@ -270,7 +277,7 @@ impl MemoryBackend {
 
     /// Releases a claimed record, waking this process's duplicates.
     fn release_record(&self, keys: &RecordKeys, token: &str) -> bool {
-        let released = self.records.release(keys, token);
+        let released = (self.state().records).release(keys, token, Instant::now());
         if released {
             self.wake.released(&keys.record, Message::Longest);
         }

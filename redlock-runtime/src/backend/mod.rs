@@ -201,11 +201,16 @@ impl Backend {
         }
     }
 
+    /// One acquire attempt. A record is claimed, never acquired: every
+    /// store refuses it alike.
     pub(crate) async fn acquire(
         &self,
         request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
+        if matches!(request.keys, Keys::Record(_)) {
+            return Err(OpError::Unsupported("acquire of a record"));
+        }
         dispatch!(self.acquire(request, limit))
     }
 

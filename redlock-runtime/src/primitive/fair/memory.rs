@@ -53,7 +53,13 @@ pub(crate) fn acquire(
     if line.order.is_empty() {
         locks.lines.remove(&keys.lock);
     }
-    let fence = locks.take((&keys.lock, &keys.fence), token, now + ttl, retention, true);
+    let fence = locks.take(
+        (&keys.lock, &keys.fence),
+        token,
+        (now, ttl),
+        retention,
+        true,
+    );
     AcquireReply::Acquired { fence, at_ms }
 }
 

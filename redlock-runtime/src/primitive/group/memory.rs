@@ -38,7 +38,7 @@ pub(crate) fn acquire(
                 locks.fence(&keys.fence)
             } else {
                 let (lock, fence) = (&keys.lock, &keys.fence);
-                locks.take((lock, fence), token, now + ttl, retention, true)
+                locks.take((lock, fence), token, (now, ttl), retention, true)
             }
         })
         .collect();

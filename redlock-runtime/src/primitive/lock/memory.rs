@@ -99,9 +99,10 @@ impl LockTable {
     }
 
     /// Raises the counter at `counter` by one, kept for `retention` from
-    /// now: the token it issues (`scripts/shared/fence.lua` on Redis).
-    pub(crate) fn next_fence(&mut self, counter: &str, retention: Duration) -> u64 {
-        let now = Instant::now();
+    /// `now`: the token it issues (`scripts/shared/fence.lua` on Redis).
+    /// Every step takes the time it runs at from its caller, as a script
+    /// reads Redis's clock once: none reads a clock of its own.
+    pub(crate) fn next_fence(&mut self, counter: &str, now: Instant, retention: Duration) -> u64 {
         let current = match self.fences.get(counter) {
             Some(f) if f.keep_until > now => f.value,
             // Forgotten (or due to be): tokens go on above every one swept.
@@ -118,7 +119,7 @@ impl LockTable {
         fence
     }
 
-    /// Gives the lock to `token` until `expires`; its new fencing token,
+    /// Gives the lock to `token` from `now` for `ttl`; its new fencing token,
     /// or none (0) when `issue` is false: a lock taken as one Redis takes
     /// it with a plain `SET NX`, whose token is issued on first ask.
     /// `lock` and `fence`: the key holding the owner's token (a lock's, a
@@ -127,12 +128,12 @@ impl LockTable {
         &mut self,
         (lock, fence): (&str, &str),
         token: &str,
-        expires: Instant,
+        (now, ttl): (Instant, Duration),
         retention: Duration,
         issue: bool,
     ) -> u64 {
         let fence = if issue {
-            self.next_fence(fence, retention)
+            self.next_fence(fence, now, retention)
         } else {
             0
         };
@@ -140,7 +141,7 @@ impl LockTable {
             lock.to_owned(),
             Held {
                 token: token.to_owned(),
-                expires,
+                expires: now + ttl,
                 granted: SystemTime::now(),
             },
         );
@@ -169,13 +170,13 @@ impl LockTable {
                 };
             }
             lease.expires = now + ttl;
-            let fence = self.next_fence(&keys.fence, retention);
+            let fence = self.next_fence(&keys.fence, now, retention);
             return AcquireReply::Acquired { fence, at_ms };
         }
         let fence = self.take(
             (&keys.lock, &keys.fence),
             token,
-            now + ttl,
+            (now, ttl),
             retention,
             issue,
         );
@@ -246,7 +247,7 @@ impl LockTable {
         if held.token != token || held.expires <= now {
             return None;
         }
-        Some(self.next_fence(&keys.fence, retention))
+        Some(self.next_fence(&keys.fence, now, retention))
     }
 
     /// How many entries it keeps (for the tests that check it stays

@@ -71,7 +71,7 @@ pub(crate) fn force_release(
     if let Some(held) = locks.held.remove(&keys.lock).filter(|h| h.expires > now) {
         longest = longest.max(held.expires - now);
         reply.ended.push(ended(held.token, Some(held.granted)));
-        reply.fence = Some(locks.next_fence(&keys.fence, retention));
+        reply.fence = Some(locks.next_fence(&keys.fence, now, retention));
         // The first fair waiter, by its id (an empty wake-up when no one is
         // in line).
         lock_head =
@@ -83,7 +83,7 @@ pub(crate) fn force_release(
         reply
             .ended
             .push(ended(writer.token.clone(), Some(writer.granted)));
-        reply.write_fence = Some(locks.next_fence(&rw.fence, retention));
+        reply.write_fence = Some(locks.next_fence(&rw.fence, now, retention));
     }
     let readers = rws.end_readers(&rw.rw, now);
     let rw_freed = writer.is_some() || !readers.is_empty();

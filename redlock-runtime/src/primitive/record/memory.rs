@@ -1,40 +1,34 @@
-//! Idempotency records in this process's memory, for an in-memory (or
-//! Redlock) client: the same states and transitions as the `RECORD_*`
-//! scripts on Redis.
+//! Idempotency records' twin in process memory, for an in-memory (or
+//! Redlock) client: their table and its steps, with the same states and
+//! transitions as the record scripts on Redis (`claim.lua`, `renew.lua`,
+//! `complete.lua`, `release.lua`). Each step takes the time it runs at
+//! from its caller (the memory store), as a script reads Redis's clock.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{Claim, Claimed, Completion, RecordKeys};
 
-/// Expired entries are swept every this many operations.
-const SWEEP_EVERY: u64 = 1024;
-
 /// The most records kept at once: past it (after a sweep), new claims fail
 /// rather than grow the process without bound.
 pub(crate) const MAX_RECORDS: usize = 100_000;
 
+/// The records and their fencing counters.
 #[derive(Debug, Default)]
-pub(crate) struct MemoryRecords {
-    state: Mutex<State>,
-}
-
-#[derive(Debug, Default)]
-struct State {
+pub(crate) struct RecordTable {
     records: HashMap<String, Record>,
     fences: HashMap<String, (u64, Instant)>,
     /// The largest token of a counter forgotten after its ttl: every later
     /// token is above it, so a takeover never repeats a token (on Redis the
     /// clock floor does this).
     forgotten: u64,
-    ops: u64,
 }
 
-impl State {
-    fn sweep(&mut self, now: Instant) {
+impl RecordTable {
+    /// Forgets the records and counters that ended.
+    pub(crate) fn sweep(&mut self, now: Instant) {
         self.records.retain(|_, r| r.expires > now);
         let mut forgotten = self.forgotten;
         self.fences.retain(|_, (n, until)| {
@@ -48,8 +42,7 @@ impl State {
     }
 
     /// The record, if `owner` holds it and its lease is not over.
-    fn owned(&mut self, keys: &RecordKeys, owner: &str) -> Option<&mut Record> {
-        let now = Instant::now();
+    fn owned(&mut self, keys: &RecordKeys, owner: &str, now: Instant) -> Option<&mut Record> {
         self.records.get_mut(&keys.record).filter(|r| {
             r.expires > now && matches!(&r.phase, Phase::InProgress { owner: o } if o == owner)
         })
@@ -69,18 +62,9 @@ enum Phase {
     Done(Completion),
 }
 
-impl MemoryRecords {
-    fn state(&self) -> MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.ops += 1;
-        if state.ops.is_multiple_of(SWEEP_EVERY) {
-            state.sweep(Instant::now());
-        }
-        state
-    }
-
+impl RecordTable {
     /// absent -> in progress, or what is there; `None` when full.
-    pub(crate) fn claim(&self, claim: &Claim<'_>) -> Option<Claimed<u64>> {
+    pub(crate) fn claim(&mut self, claim: &Claim<'_>, now: Instant) -> Option<Claimed<u64>> {
         let Claim {
             keys,
             token,
@@ -88,8 +72,7 @@ impl MemoryRecords {
             lease,
             fence_ttl,
         } = *claim;
-        let now = Instant::now();
-        let mut state = self.state();
+        let state = self;
         if let Some(record) = state.records.get(&keys.record).filter(|r| r.expires > now) {
             if record.fingerprint != fingerprint {
                 return Some(Claimed::Mismatch);
@@ -129,38 +112,46 @@ impl MemoryRecords {
         Some(Claimed::Claimed(fence))
     }
 
-    pub(crate) fn renew(&self, keys: &RecordKeys, owner: &str, lease: Duration) -> bool {
-        match self.state().owned(keys, owner) {
+    /// Renews the lease of a record `owner` holds.
+    pub(crate) fn renew(
+        &mut self,
+        keys: &RecordKeys,
+        owner: &str,
+        lease: Duration,
+        now: Instant,
+    ) -> bool {
+        match self.owned(keys, owner, now) {
             Some(record) => {
-                record.expires = Instant::now() + lease;
+                record.expires = now + lease;
                 true
             }
             None => false,
         }
     }
 
+    /// Completes a record `owner` holds with `result`, kept for
+    /// `retention`.
     pub(crate) fn complete(
-        &self,
+        &mut self,
         keys: &RecordKeys,
         owner: &str,
-        result: &Completion,
-        retention: Duration,
+        (result, retention): (&Completion, Duration),
+        now: Instant,
     ) -> bool {
-        let mut state = self.state();
-        let Some(record) = state.owned(keys, owner) else {
+        let Some(record) = self.owned(keys, owner, now) else {
             return false;
         };
         record.phase = Phase::Done(result.clone());
-        record.expires = Instant::now() + retention;
+        record.expires = now + retention;
         true
     }
 
-    pub(crate) fn release(&self, keys: &RecordKeys, owner: &str) -> bool {
-        let mut state = self.state();
-        if state.owned(keys, owner).is_none() {
+    /// Deletes a record `owner` holds, so that a retry runs again.
+    pub(crate) fn release(&mut self, keys: &RecordKeys, owner: &str, now: Instant) -> bool {
+        if self.owned(keys, owner, now).is_none() {
             return false;
         }
-        state.records.remove(&keys.record);
+        self.records.remove(&keys.record);
         true
     }
 }
@@ -181,26 +172,27 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_record_goes_from_claimed_to_completed_and_tokens_keep_rising() {
-        let records = MemoryRecords::default();
+        let mut records = RecordTable::default();
+        let now = Instant::now();
         let keys = RecordKeys {
             user: "k".into(),
             record: "idem:{k}".into(),
             fence: "idem:{k}:fence".into(),
         };
-        let Some(Claimed::Claimed(first)) = records.claim(&claim(&keys, "a", "f")) else {
+        let Some(Claimed::Claimed(first)) = records.claim(&claim(&keys, "a", "f"), now) else {
             panic!("free record");
         };
         assert!(matches!(
-            records.claim(&claim(&keys, "b", "f")),
+            records.claim(&claim(&keys, "b", "f"), now),
             Some(Claimed::Processing { .. })
         ));
         assert_eq!(
-            records.claim(&claim(&keys, "b", "g")),
+            records.claim(&claim(&keys, "b", "g"), now),
             Some(Claimed::Mismatch)
         );
-        assert!(!records.release(&keys, "b"), "not b's");
-        assert!(records.release(&keys, "a"));
-        let Some(Claimed::Claimed(second)) = records.claim(&claim(&keys, "c", "f")) else {
+        assert!(!records.release(&keys, "b", now), "not b's");
+        assert!(records.release(&keys, "a", now));
+        let Some(Claimed::Claimed(second)) = records.claim(&claim(&keys, "c", "f"), now) else {
             panic!("released");
         };
         assert!(second > first);
@@ -210,9 +202,9 @@ mod tests {
             headers: Vec::new(),
             body: b"{}".to_vec(),
         };
-        assert!(records.complete(&keys, "c", &done, Duration::from_secs(60)));
+        assert!(records.complete(&keys, "c", (&done, Duration::from_secs(60)), now));
         assert_eq!(
-            records.claim(&claim(&keys, "d", "f")),
+            records.claim(&claim(&keys, "d", "f"), now),
             Some(Claimed::Completed(done))
         );
     }

@@ -81,7 +81,7 @@ impl RwTable {
         }
         writers.remove(token);
         tidy(&mut self.writers, key);
-        let fence = locks.take((key, fence), token, now + ttl, retention, true);
+        let fence = locks.take((key, fence), token, (now, ttl), retention, true);
         AcquireReply::Acquired { fence, at_ms }
     }
 
