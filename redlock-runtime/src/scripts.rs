@@ -1,10 +1,13 @@
-//! The Lua scripts that make each lock transition one atomic step on Redis.
+//! How a script is made and named: [`Lua`], one script's body after the
+//! shared functions it calls ([`Part`]s, from `shared/`), compiled once per
+//! [`Publish`] variant; and the name a span gives a script by its SHA1.
+//! The scripts themselves, which make each transition of a primitive one
+//! atomic step on Redis, are each primitive's, in its folder of
+//! `primitive/`.
 //!
-//! Each script is one `.lua` file beside the module that declares it
-//! (each primitive's, and the operator's, in its folder of
-//! `primitive/`), readable as one text: its
-//! header says what it takes (`KEYS`, `ARGV`), what it
-//! answers and why it is safe. The functions several scripts share are in
+//! Each script is one `.lua` file beside the module that declares it,
+//! readable as one text: its header says what it takes (`KEYS`, `ARGV`),
+//! what it answers and why it is safe. The functions several scripts share are in
 //! `shared/`, one file per function (or per small family), and a script
 //! names the ones it calls as its [`Part`]s: [`Lua::text`] joins them
 //! before its body, the one place a script's text is assembled. Nothing
@@ -13,7 +16,7 @@
 //! Cluster-safe by construction, which `script_checks::every_script_is_cluster_safe`
 //! checks on every text: each key a script touches comes in `KEYS` (none is
 //! built inside Lua), every command name is a literal, and the keys of one
-//! call share the lock's `{hash tag}` (see `backend::Keys`), so one slot
+//! call share the primitive's `{hash tag}` (see `primitive::keys`), so one slot
 //! holds them and no cluster or proxy rejects a script.
 //!
 //! Scripts that wake waiters call `publish(channel, message)`, and come in
@@ -51,7 +54,7 @@ pub(crate) const FENCE: Part = Part::Lua(FENCE_LUA);
 /// [`FENCE`]'s text.
 pub(crate) const FENCE_LUA: &str = include_str!("scripts/shared/fence.lua");
 /// `mark_waited`: a waiter's "someone waits" signal, on a key the waiters
-/// own (`backend::Keys::waited`), never on the holder's value.
+/// own (`LockKeys::waited`, in `primitive/lock/`), never on the holder's value.
 pub(crate) const WAITING: Part = Part::Lua(include_str!("scripts/shared/waiting.lua"));
 /// `clock` and `purge`: the fair line.
 pub(crate) const FAIR_LINE: Part = Part::Lua(include_str!("scripts/shared/fair.lua"));

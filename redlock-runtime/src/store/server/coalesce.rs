@@ -516,21 +516,34 @@ impl Coalescer {
 /// `EVALSHA` of the batch script of `batch`'s calls (each of which joins
 /// the same one), and that script.
 fn batch_command(batch: &[Queued]) -> (Cmd, Option<&'static Script>) {
-    let Some(script) = batch.first().and_then(|q| q.call.batch()) else {
+    batch_of(batch.iter().map(|q| &*q.call))
+}
+
+/// `EVALSHA` of the batch script that `calls` join: `KEYS` each call's
+/// keys in order; `ARGV` the batch's leading arguments (the first call's),
+/// then each call's own. `None` for no calls, or calls that join none.
+fn batch_of<'a>(
+    calls: impl Iterator<Item = &'a (dyn Step + Send + Sync)> + Clone,
+) -> (Cmd, Option<&'static Script>) {
+    let mut all = calls.clone();
+    let Some(first) = all.next() else {
+        return (Cmd::new(), None);
+    };
+    let Some(script) = first.batch() else {
         return (Cmd::new(), None);
     };
     let script = script.on(Publish::Plain);
-    let keys: usize = batch.iter().map(|q| q.call.batch_keys()).sum();
-    let mut cmd = Cmd::with_capacity(4 + keys + 3 * batch.len(), 128 * batch.len());
+    let (count, keys) = calls
+        .clone()
+        .fold((0, 0), |(n, k), call| (n + 1, k + call.batch_keys()));
+    let mut cmd = Cmd::with_capacity(4 + keys + 3 * count, 128 * count);
     cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-    for q in batch {
-        q.call.push_keys(&mut cmd);
+    for call in calls.clone() {
+        call.push_keys(&mut cmd);
     }
-    if let Some(first) = batch.first() {
-        first.call.push_head(&mut cmd);
-    }
-    for q in batch {
-        q.call.push_args(&mut cmd);
+    first.push_head(&mut cmd);
+    for call in calls {
+        call.push_args(&mut cmd);
     }
     (cmd, Some(script))
 }
@@ -652,5 +665,84 @@ impl RedisBackend {
             }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A toy primitive's call: one key, one argument, joining `TOY`.
+    struct Toy(&'static str, &'static str);
+
+    static TOY: Lua = Lua::new("primitive/toy/batch.lua", &[], "return ARGV");
+
+    impl Step for Toy {
+        fn owner(&self) -> &str {
+            self.1
+        }
+        fn takes(&self) -> bool {
+            false
+        }
+        fn alone(&self, _: Publish) -> (Cmd, Option<&'static Lua>) {
+            (redis::cmd("GET").arg(self.0).clone(), None)
+        }
+        fn batch(&self) -> Option<&'static Lua> {
+            Some(&TOY)
+        }
+        fn batch_keys(&self) -> usize {
+            1
+        }
+        fn push_keys(&self, cmd: &mut Cmd) {
+            cmd.arg(self.0);
+        }
+        fn push_head(&self, cmd: &mut Cmd) {
+            cmd.arg("head");
+        }
+        fn push_args(&self, cmd: &mut Cmd) {
+            cmd.arg(self.1);
+        }
+        fn read_back(&self, answer: Value) -> Value {
+            answer
+        }
+        fn queued(&self) -> Box<dyn Step + Send + Sync> {
+            Box::new(Toy(self.0, self.1))
+        }
+    }
+
+    fn args(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not a plain argument>".to_owned(),
+            })
+            .collect()
+    }
+
+    /// Any primitive's batch step: its calls' keys in order, the head
+    /// once, then each call's arguments; the script is its own.
+    #[test]
+    fn a_batch_is_built_from_what_each_call_declares() {
+        let calls: Vec<Box<dyn Step + Send + Sync>> =
+            vec![Toy("k1", "a").queued(), Toy("k2", "b").queued()];
+        let (cmd, script) = batch_of(calls.iter().map(|c| &**c));
+        let sha = TOY.on(Publish::Plain).get_hash().to_owned();
+        assert_eq!(script.map(|s| s.get_hash().to_owned()), Some(sha.clone()));
+        assert_eq!(
+            args(&cmd),
+            ["EVALSHA", &sha, "2", "k1", "k2", "head", "a", "b"]
+        );
+        let (empty, none) = batch_of(std::iter::empty());
+        assert!(none.is_none() && args(&empty).is_empty());
+    }
+
+    /// Calls of two batch scripts never share a batch.
+    #[test]
+    fn calls_join_a_batch_of_their_own_script_only() {
+        static OTHER: Lua = Lua::new("primitive/toy/other.lua", &[], "return 1");
+        assert!(same_batch(Some(&TOY), Some(&TOY)));
+        assert!(!same_batch(Some(&TOY), Some(&OTHER)));
+        assert!(!same_batch(None, Some(&TOY)));
+        assert!(!same_batch(None, None));
     }
 }
