@@ -11,7 +11,6 @@ use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
 use crate::backend::{Acquire, AcquireReply, Keys, Kind, LockKeys, PermitKeys, RwKeys};
-use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
 use crate::giveback::PendingAcquire;
@@ -22,9 +21,8 @@ use crate::store::subscribe::Subscription;
 use crate::telemetry::{self, AcquireEnd, Labels};
 use crate::util::{validate_key, validate_ttl, validate_wait};
 
-/// The shortest time an acquire attempt is given while waiting, even when
-/// less of the wait is left: a shorter limit could never see an answer.
-const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+mod wait;
+pub(crate) use wait::{MIN_ATTEMPT, Next, Wait};
 
 /// What a request asks for (see [`LockRequest`](crate::LockRequest)'s
 /// setters).
@@ -244,16 +242,12 @@ async fn attempts(
     let queued = p.fair || (p.shape == Shape::Write && !p.wait.is_zero());
     let mut token = core.new_token(queued);
     let started = Instant::now();
-    let deadline = started + p.wait;
-    let mut retries = 0u32;
+    let mut wait = Wait::new(p.wait);
     // Gives back, when this future ends without a guard (gave up, failed
     // or was dropped at any await), what an attempt may have taken: the
     // lock, or a place in the fair line.
     let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), queued);
 
-    // Set after the first busy answer: wakes this waiter when the key is
-    // released (push), while backoff keeps polling as the fallback.
-    let mut subscription: Option<Subscription> = None;
     let presence = settings.retry.max() * 3 + settings.command_timeout;
     // When the last attempt answered "busy" was sent: our place in a fair
     // line lasts `presence` from no earlier than then.
@@ -261,17 +255,10 @@ async fn attempts(
     let got = loop {
         // Armed before the attempt: a release published while it is in
         // flight still wakes us.
-        let mut woken = subscription.as_ref().map(Subscription::armed);
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let limit = if p.wait.is_zero() {
-            settings.command_timeout
-        } else {
-            settings
-                .command_timeout
-                .min(remaining.max(MIN_ATTEMPT.min(settings.command_timeout)))
-        };
+        let woken = wait.arm();
+        let limit = wait.limit(settings.command_timeout);
         // (`retries` is 0 only before the first attempt.)
-        if retries > 0 && !queued && pending.holds_nothing() {
+        if wait.retries() > 0 && !queued && pending.holds_nothing() {
             // A token says when its holder took the lock (`owner.rs`), and
             // `inspect` and busy errors show it: an attempt after a busy
             // answer goes out under a new one, so that it is the grant's
@@ -294,7 +281,7 @@ async fn attempts(
             // ones run the acquire script, which signals on a busy lock
             // that someone waits (its release then wakes this waiter) and
             // answers its pttl.
-            fresh: retries == 0,
+            fresh: wait.retries() == 0,
         };
         pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
@@ -325,54 +312,32 @@ async fn attempts(
                 (Err(e), None)
             }
         };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
+        if wait.retries() == 0 && result.is_ok() && !wait.remaining().is_zero() {
+            tracing::debug!(target: "redlock", key = %keys.user(), wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
+        }
+        let busy = result
+            .is_ok()
+            .then(|| (keys.main(), p.fair.then_some(token.as_str())));
+        // `pending` is dropped on a shutdown: what an attempt may hold is
+        // given back.
+        match wait.next(core, woken, busy, pttl, keys.user()).await? {
+            Next::Attempt => {}
             // Anything an attempt may hold is given back: before "busy" is
             // answered (a fair waiter has left the line when it says it
             // gave up), or as `pending` is dropped on an error. Boxed, as
-            // below.
-            return match result {
-                Ok(()) => {
-                    Box::pin(pending.give_back_now()).await;
-                    Ok(Outcome::Busy)
-                }
-                Err(e) => Err(e.into_lock_error(keys.user(), Operation::Acquire)),
-            };
-        }
-        if retries == 0 {
-            tracing::debug!(target: "redlock", key = %keys.user(), wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
-            if result.is_ok() {
-                woken = None;
-                subscription = core
-                    .wakeups()
-                    .subscribe(
-                        keys.main(),
-                        p.fair.then_some(token.as_str()),
-                        remaining.min(MIN_ATTEMPT),
-                    )
-                    .await;
-                if subscription.is_some() {
-                    // A release may have come before we subscribed: look
-                    // again at once, now that none can be missed.
-                    retries = 1;
-                    continue;
-                }
-            }
-        }
-        let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
-        retries = retries.saturating_add(1);
-        tokio::select! {
-            () = crate::store::subscribe::nap(sleep, woken) => {}
-            // `pending` is dropped on return: what an attempt may hold is
-            // given back.
-            // Boxed: a pointer in every acquire's future, not the wait's
-            // state (the acquire future's size is pinned by a test).
-            () = Box::pin(core.closed()) => {
-                return Err(LockError::ShutDown { key: keys.user().to_owned() });
+            // a shutdown's is.
+            Next::GaveUp => {
+                return match result {
+                    Ok(()) => {
+                        Box::pin(pending.give_back_now()).await;
+                        Ok(Outcome::Busy)
+                    }
+                    Err(e) => Err(e.into_lock_error(keys.user(), Operation::Acquire)),
+                };
             }
         }
         // A fair release that handed us the lock: ours without asking.
-        let grant = subscription.as_ref().and_then(Subscription::grant);
+        let grant = wait.subscription().and_then(Subscription::grant);
         if let (Some(grant), Some(asked)) = (grant, asked) {
             let validity = core.backend().validity(presence);
             let usable = p.renew
@@ -399,7 +364,7 @@ async fn attempts(
         key = %keys.user(),
         fencing_token = (got.fence > 0).then_some(got.fence),
         waited_ms = started.elapsed().as_millis() as u64,
-        retries,
+        retries = wait.retries(),
         handed_over = got.handed_over,
         "lock acquired"
     );

@@ -16,21 +16,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::acquire::{self, Outcome, Params};
+use crate::acquire::{self, Next, Outcome, Params, Wait};
 use crate::backend::{GroupAcquire, GroupReply, Keys, Kind, LockKeys};
-use crate::backoff::next_sleep;
 use crate::core::Core;
 use crate::error::{ConfigError, LockError, Operation};
 use crate::giveback::PendingAcquire;
 use crate::guard::LockGuard;
 use crate::lock::{HeldLock, Lost, Taken};
 use crate::scope::{OnLost, RunScope};
-use crate::store::subscribe::Subscription;
 use crate::telemetry::Labels;
 use crate::util::{validate_key, validate_ttl, validate_wait};
-
-/// The shortest time an attempt is given while waiting.
-const MIN_ATTEMPT: Duration = Duration::from_millis(50);
 
 /// A request for several locks at once (Redisson's `RedissonMultiLock`,
 /// done right), made by [`LockClient::multi_lock`](crate::LockClient::multi_lock):
@@ -321,17 +316,10 @@ impl MultiLock {
                 )
             })
             .collect();
-        let mut subscription: Option<(usize, Subscription)> = None;
-        let mut retries = 0u32;
-        let waits = deadline > Instant::now();
+        let mut wait = Wait::new(deadline.saturating_duration_since(Instant::now()));
         loop {
-            let woken = subscription.as_ref().map(|(_, s)| s.armed());
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let limit = if waits {
-                settings.command_timeout.min(remaining.max(MIN_ATTEMPT))
-            } else {
-                settings.command_timeout
-            };
+            let woken = wait.arm();
+            let limit = wait.limit(settings.command_timeout);
             let sent = Instant::now();
             for p in &mut pending {
                 p.sending(sent, ttl);
@@ -342,7 +330,7 @@ impl MultiLock {
                 token: &token,
                 ttl,
             };
-            let (busy, pttl, error) = match core.backend().acquire_group(&request, limit).await {
+            let (index, pttl, error) = match core.backend().acquire_group(&request, limit).await {
                 Ok(GroupReply::Acquired(fences)) => {
                     for p in pending {
                         p.took();
@@ -388,37 +376,21 @@ impl MultiLock {
                     (0, None, Some(e))
                 }
             };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return match error {
-                    Some(e) => Err(e.into_lock_error(&group[0].user, Operation::Acquire)),
-                    None => Ok(Err(group[busy].user.clone())),
-                };
-            }
-            if error.is_none() && subscription.as_ref().is_none_or(|(i, _)| *i != busy) {
-                let sub = core
-                    .wakeups()
-                    .subscribe(&group[busy].lock, None, remaining.min(MIN_ATTEMPT))
-                    .await;
-                if let Some(sub) = sub {
-                    subscription = Some((busy, sub));
-                    continue; // look again now that no release can be missed
-                }
-            }
-            let sleep = next_sleep(&settings.retry, retries, pttl, remaining);
-            retries = retries.saturating_add(1);
-            tokio::select! {
-                () = crate::store::subscribe::nap(sleep, woken) => {}
-                // `pending` is dropped on return: given back.
-                () = Box::pin(core.closed()) => {
-                    return Err(LockError::ShutDown { key: group[0].user.clone() });
+            let busy = error.is_none().then(|| (group[index].lock.as_str(), None));
+            // `pending` is dropped on a shutdown: given back.
+            match wait.next(core, woken, busy, pttl, &group[0].user).await? {
+                Next::Attempt => {}
+                Next::GaveUp => {
+                    return match error {
+                        Some(e) => Err(e.into_lock_error(&group[0].user, Operation::Acquire)),
+                        None => Ok(Err(group[index].user.clone())),
+                    };
                 }
             }
         }
     }
 }
 
-/// Releases every guard, together.
 async fn release_all(guards: Vec<LockGuard>) -> Vec<Result<(), LockError>> {
     futures_util::future::join_all(guards.into_iter().map(LockGuard::release)).await
 }
