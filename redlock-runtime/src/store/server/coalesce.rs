@@ -18,10 +18,15 @@
 //! one today is the lock, for its fenced calls
 //! (`primitive/lock/call.rs`, `batch.lua`).
 //!
-//! Measured with lockbench at concurrency 32 (fenced acquire and release
-//! pairs, about 12 calls per batch): 27 to 28 µs of CPU per pair (client
-//! and Redis) instead of 34 to 35; `--coalesce off` sends every call alone
-//! for the comparison.
+//! What it buys, measured with lockbench at concurrency 32 (fenced acquire
+//! and release pairs, about 17 calls per batch; `--coalesce off` sends
+//! every call alone), two alternated runs each on Redis 7.0, 2 cores,
+//! 2026-11-29: Redis's CPU per pair 8.9 to 10.0 µs instead of 12.7 to
+//! 12.9 (the figure that matters on a Redis many services share), and
+//! 0.50 to 0.51 of rslock's pairs per second instead of 0.47 to 0.49; it
+//! costs the client 13.1 to 14.3 µs per pair instead of 9.4 to 9.8, so the
+//! two together spend about what they spend without it. (On the machine
+//! of 2026-11-25 the totals were 27 to 28 µs per pair against 34 to 35.)
 //!
 //! What it does not reach: a fenced pair stays near 0.7 of rslock's plain
 //! pair at concurrency 32 (lockbench on 2 cores, 0.62 to 0.81 across runs).
