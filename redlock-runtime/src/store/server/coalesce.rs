@@ -437,12 +437,11 @@ impl Coalescer {
             let script = script.map(|s| s.on(Publish::Plain));
             let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, script)).await;
             vec![sent.unwrap_or_else(|_| Err(timed_out()))]
-        } else {
+        } else if let Some((cmd, script)) = batch_command(batch) {
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.batched
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let (cmd, script) = batch_command(batch);
-            let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, script)).await;
+            let sent = tokio::time::timeout_at(deadline, send(&mut conn, &cmd, Some(script))).await;
             match sent {
                 Ok(Ok(Value::Array(values))) if values.len() == batch.len() => values
                     .into_iter()
@@ -465,6 +464,10 @@ impl Coalescer {
                 Ok(Err(e)) => vec![Err(e); batch.len()],
                 Err(_) => vec![Err(timed_out()); batch.len()],
             }
+        } else {
+            // Calls that join no batch script are never queued (see
+            // `call`); were any, each would go alone.
+            self.each_alone(&mut conn, batch, deadline).await
         };
         for (q, answer) in batch.iter().zip(answers) {
             q.ticket.answer(answer);
@@ -520,7 +523,7 @@ impl Coalescer {
 
 /// `EVALSHA` of the batch script of `batch`'s calls (each of which joins
 /// the same one), and that script.
-fn batch_command(batch: &[Queued]) -> (Cmd, Option<&'static Script>) {
+fn batch_command(batch: &[Queued]) -> Option<(Cmd, &'static Script)> {
     batch_of(batch.iter().map(|q| &*q.call))
 }
 
@@ -529,15 +532,9 @@ fn batch_command(batch: &[Queued]) -> (Cmd, Option<&'static Script>) {
 /// then each call's own. `None` for no calls, or calls that join none.
 fn batch_of<'a>(
     calls: impl Iterator<Item = &'a (dyn Step + Send + Sync)> + Clone,
-) -> (Cmd, Option<&'static Script>) {
-    let mut all = calls.clone();
-    let Some(first) = all.next() else {
-        return (Cmd::new(), None);
-    };
-    let Some(script) = first.batch() else {
-        return (Cmd::new(), None);
-    };
-    let script = script.on(Publish::Plain);
+) -> Option<(Cmd, &'static Script)> {
+    let first = calls.clone().next()?;
+    let script = first.batch()?.on(Publish::Plain);
     let (count, keys) = calls
         .clone()
         .fold((0, 0), |(n, k), call| (n + 1, k + call.batch_keys()));
@@ -550,7 +547,7 @@ fn batch_of<'a>(
     for call in calls {
         call.push_args(&mut cmd);
     }
-    (cmd, Some(script))
+    Some((cmd, script))
 }
 
 impl State {
@@ -730,15 +727,14 @@ mod tests {
     fn a_batch_is_built_from_what_each_call_declares() {
         let calls: Vec<Box<dyn Step + Send + Sync>> =
             vec![Toy("k1", "a").queued(), Toy("k2", "b").queued()];
-        let (cmd, script) = batch_of(calls.iter().map(|c| &**c));
+        let (cmd, script) = batch_of(calls.iter().map(|c| &**c)).expect("a batch");
         let sha = TOY.on(Publish::Plain).get_hash().to_owned();
-        assert_eq!(script.map(|s| s.get_hash().to_owned()), Some(sha.clone()));
+        assert_eq!(script.get_hash(), sha);
         assert_eq!(
             args(&cmd),
             ["EVALSHA", &sha, "2", "k1", "k2", "head", "a", "b"]
         );
-        let (empty, none) = batch_of(std::iter::empty());
-        assert!(none.is_none() && args(&empty).is_empty());
+        assert!(batch_of(std::iter::empty()).is_none());
     }
 
     /// Calls of two batch scripts never share a batch.
