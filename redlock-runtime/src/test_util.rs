@@ -6,6 +6,8 @@
 
 use crate::{LockClient, LockError};
 
+pub mod twin;
+
 /// The owner token of `guard`: the random secret that marks its owner in
 /// Redis (for tests that look at the keys; never log it).
 pub fn owner_token(guard: &crate::LockGuard) -> &str {

@@ -22,7 +22,7 @@ use crate::store::subscribe::{LocalWake, Message, waiter_id};
 mod name;
 mod sync;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     /// Who holds each lock (and each read/write lock's writer), fair
     /// mode's lines, the fencing counters.
@@ -43,6 +43,17 @@ struct State {
 const SWEEP_EVERY: usize = 1024;
 
 impl State {
+    /// Empty, its fencing clock starting at `epoch` (the store's `TIME`).
+    fn new(epoch: Instant) -> Self {
+        Self {
+            locks: LockTable::new(epoch),
+            since_sweep: 0,
+            sync: Box::default(),
+            ended: EndedTable::default(),
+            records: RecordTable::new(epoch),
+        }
+    }
+
     fn sweep(&mut self, now: Instant) {
         self.locks.sweep(now);
         self.sync.sweep(now);
@@ -68,9 +79,10 @@ pub(crate) struct MemoryBackend {
 
 impl MemoryBackend {
     pub(crate) fn new(fence_retention: Duration, wake: LocalWake) -> Self {
+        let epoch = Instant::now();
         Self {
-            state: Mutex::default(),
-            epoch: Instant::now(),
+            state: Mutex::new(State::new(epoch)),
+            epoch,
             fence_retention,
             wake,
         }

@@ -14,7 +14,7 @@ use super::LockKeys;
 use crate::primitive::lease::{AcquireReply, Ended};
 
 /// A key's holder.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Held {
     pub(crate) token: String,
     pub(crate) expires: Instant,
@@ -23,7 +23,7 @@ pub(crate) struct Held {
 }
 
 /// A fair lock's line of waiters.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Line {
     /// The waiters' tokens in arrival order.
     pub(crate) order: VecDeque<String>,
@@ -54,31 +54,47 @@ pub(crate) struct Fence {
 }
 
 /// The holders, lines and fencing counters of the memory store.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct LockTable {
     pub(crate) held: HashMap<String, Held>,
     pub(crate) lines: HashMap<String, Line>,
     pub(crate) fences: HashMap<String, Fence>,
-    /// The largest fencing token of a counter forgotten after its
-    /// retention: every later token is above it, so tokens of a key
-    /// strictly increase even across a forgotten counter (on Redis the
-    /// clock floor does this).
-    pub(crate) forgotten: u64,
+    /// The zero of the clock a fencing token's floor reads (what `TIME`
+    /// counts from on Redis): the store's start.
+    clock_zero: Instant,
+}
+
+/// The next fencing token of a counter at `counter` (0 when there is none),
+/// at `now` on a clock started at `clock_zero`: the larger of the counter
+/// + 1 and the clock in microseconds, the rule of `shared/fence.lua`.
+///
+/// The clock floor is what keeps tokens increasing when a counter is gone
+/// (forgotten after its retention; on Redis also lost in a restart, or
+/// older than its tokens when restored from a snapshot): a counter
+/// starting over starts above every token issued before, as long as
+/// tokens were not issued faster than one per microsecond for longer than
+/// the counter is kept. The models (`redlock-model`) check it across
+/// restarts and failovers through this function.
+pub(crate) fn next_token(counter: u64, now: Instant, clock_zero: Instant) -> u64 {
+    let micros = now.saturating_duration_since(clock_zero).as_micros();
+    (counter + 1).max(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
 impl LockTable {
+    /// An empty table whose fencing clock starts at `clock_zero`.
+    pub(crate) fn new(clock_zero: Instant) -> Self {
+        Self {
+            held: HashMap::new(),
+            lines: HashMap::new(),
+            fences: HashMap::new(),
+            clock_zero,
+        }
+    }
+
     /// Forgets the leases, counters and dead waiters that ended.
     pub(crate) fn sweep(&mut self, now: Instant) {
         self.held.retain(|_, lease| lease.expires > now);
-        let mut forgotten = self.forgotten;
-        self.fences.retain(|_, f| {
-            let keep = f.keep_until > now;
-            if !keep {
-                forgotten = forgotten.max(f.value);
-            }
-            keep
-        });
-        self.forgotten = forgotten;
+        self.fences.retain(|_, f| f.keep_until > now);
         self.lines.retain(|_, line| {
             line.head(now);
             !line.order.is_empty()
@@ -98,17 +114,18 @@ impl LockTable {
             .map(|h| (h.token.as_str(), h.expires - now))
     }
 
-    /// Raises the counter at `counter` by one, kept for `retention` from
-    /// `now`: the token it issues (`scripts/shared/fence.lua` on Redis).
+    /// Issues the next token of the counter at `counter` ([`next_token`]),
+    /// kept for `retention` from `now` (`scripts/shared/fence.lua` on
+    /// Redis).
     /// Every step takes the time it runs at from its caller, as a script
     /// reads Redis's clock once: none reads a clock of its own.
     pub(crate) fn next_fence(&mut self, counter: &str, now: Instant, retention: Duration) -> u64 {
         let current = match self.fences.get(counter) {
             Some(f) if f.keep_until > now => f.value,
-            // Forgotten (or due to be): tokens go on above every one swept.
+            // Forgotten (or due to be): the clock floor carries on.
             _ => 0,
         };
-        let fence = current.max(self.forgotten) + 1;
+        let fence = next_token(current, now, self.clock_zero);
         self.fences.insert(
             counter.to_owned(),
             Fence {
@@ -248,6 +265,24 @@ impl LockTable {
             return None;
         }
         Some(self.next_fence(&keys.fence, now, retention))
+    }
+
+    /// Raises the counter at `counter` to `fence` if it is below, kept for
+    /// `retention` from `now`: what `release.lua` does after the release
+    /// when given a token to raise (a Redlock node). The memory store is
+    /// never a Redlock node; the models call it as one.
+    #[cfg(feature = "test-util")]
+    pub(crate) fn raise(&mut self, counter: &str, fence: u64, now: Instant, retention: Duration) {
+        if fence > self.fence(counter) {
+            let keep_until = now + retention;
+            (self.fences).insert(
+                counter.to_owned(),
+                Fence {
+                    value: fence,
+                    keep_until,
+                },
+            );
+        }
     }
 
     /// How many entries it keeps (for the tests that check it stays

@@ -10,35 +10,37 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Claim, Claimed, Completion, RecordKeys};
+use crate::primitive::lock::memory::next_token;
 
 /// The most records kept at once: past it (after a sweep), new claims fail
 /// rather than grow the process without bound.
 pub(crate) const MAX_RECORDS: usize = 100_000;
 
 /// The records and their fencing counters.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct RecordTable {
     records: HashMap<String, Record>,
     fences: HashMap<String, (u64, Instant)>,
-    /// The largest token of a counter forgotten after its ttl: every later
-    /// token is above it, so a takeover never repeats a token (on Redis the
-    /// clock floor does this).
-    forgotten: u64,
+    /// The zero of the clock a fencing token's floor reads: a takeover
+    /// never repeats a token, even after its counter was forgotten
+    /// ([`next_token`], as on Redis).
+    clock_zero: Instant,
 }
 
 impl RecordTable {
+    /// An empty table whose fencing clock starts at `clock_zero`.
+    pub(crate) fn new(clock_zero: Instant) -> Self {
+        Self {
+            records: HashMap::new(),
+            fences: HashMap::new(),
+            clock_zero,
+        }
+    }
+
     /// Forgets the records and counters that ended.
     pub(crate) fn sweep(&mut self, now: Instant) {
         self.records.retain(|_, r| r.expires > now);
-        let mut forgotten = self.forgotten;
-        self.fences.retain(|_, (n, until)| {
-            let keep = *until > now;
-            if !keep {
-                forgotten = forgotten.max(*n);
-            }
-            keep
-        });
-        self.forgotten = forgotten;
+        self.fences.retain(|_, (_, until)| *until > now);
     }
 
     /// The record, if `owner` holds it and its lease is not over.
@@ -49,14 +51,41 @@ impl RecordTable {
     }
 }
 
-#[derive(Debug)]
+/// What a record's key holds (for the models' view of the twin).
+#[cfg(feature = "test-util")]
+pub(crate) enum Stored<'a> {
+    /// In progress, by this owner.
+    InProgress(&'a str),
+    /// Completed.
+    Done,
+}
+
+#[cfg(feature = "test-util")]
+impl RecordTable {
+    /// What the record at `keys` holds, expired or not, and its expiry.
+    pub(crate) fn stored(&self, keys: &RecordKeys) -> Option<(Instant, Stored<'_>)> {
+        let record = self.records.get(&keys.record)?;
+        let stored = match &record.phase {
+            Phase::InProgress { owner } => Stored::InProgress(owner),
+            Phase::Done(_) => Stored::Done,
+        };
+        Some((record.expires, stored))
+    }
+
+    /// The fencing counter at `keys` and when it may be forgotten.
+    pub(crate) fn counter(&self, keys: &RecordKeys) -> Option<(u64, Instant)> {
+        self.fences.get(&keys.fence).copied()
+    }
+}
+
+#[derive(Debug, Clone)]
 struct Record {
     fingerprint: String,
     expires: Instant,
     phase: Phase,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Phase {
     InProgress { owner: String },
     Done(Completion),
@@ -90,12 +119,11 @@ impl RecordTable {
                 return None;
             }
         }
-        let fence = match state.fences.get(&keys.fence) {
+        let counter = match state.fences.get(&keys.fence) {
             Some((n, until)) if *until > now => *n,
             _ => 0,
-        }
-        .max(state.forgotten)
-            + 1;
+        };
+        let fence = next_token(counter, now, state.clock_zero);
         state
             .fences
             .insert(keys.fence.clone(), (fence, now + fence_ttl));
@@ -172,7 +200,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_record_goes_from_claimed_to_completed_and_tokens_keep_rising() {
-        let mut records = RecordTable::default();
+        let mut records = RecordTable::new(Instant::now());
         let now = Instant::now();
         let keys = RecordKeys {
             user: "k".into(),
