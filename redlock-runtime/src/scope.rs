@@ -130,7 +130,7 @@ pub enum OnLost {
 ///         held.fencing_token().await
 ///     })
 ///     .await??;
-/// assert_eq!(token, 1);
+/// assert!(token > 0);
 /// assert!(current_lock().is_none());
 /// # Ok::<(), redlock_runtime::LockError>(())
 /// # }).unwrap();

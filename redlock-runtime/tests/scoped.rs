@@ -40,8 +40,9 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
             })
             .await
             .expect("run");
-        // The in-memory counter counts acquisitions from 1; Redis's starts
-        // from its clock.
+        // In memory on tokio's paused clock the store's fencing clock stands
+        // still at its start, so the first token is the counter's 1; Redis's
+        // starts from its clock.
         if b.backend() == Backend::Memory {
             assert_eq!(value, 1);
         } else {
