@@ -11,11 +11,13 @@
 //! stay within its limit); and [`latch`], a countdown latch (it opens only
 //! once every worker counted down, count-downs sent again or not).
 //!
-//! What a node does is what the scripts do, restated over a discrete
-//! clock; the differential suite (`redlock-runtime/tests/differential.rs`)
-//! checks the scripts against the in-memory twin step by step. (Once the
-//! twins are pure step functions, the models call them instead of
-//! restating them.) Each model has a `Broken` choice that turns one
+//! What a node does is what the scripts do. In [`lock`] and [`record`] a
+//! node is the in-memory twin itself (`redlock_runtime::test_util::twin`:
+//! the memory store's step functions over a discrete clock), which the
+//! differential suite (`redlock-runtime/tests/differential.rs`) checks
+//! against the scripts step by step; the other models still restate their
+//! node over the model's clock (their twins get the same façade next).
+//! Each model has a `Broken` choice that turns one
 //! safety mechanism off; the tests (`tests/`) check that each then has a
 //! counterexample, so the checker is shown to bite.
 //!
@@ -40,10 +42,27 @@ pub mod release;
 pub mod rw;
 pub mod semaphore;
 
-/// The fencing clock's units per tick (the model's microseconds): more
-/// than the tokens any bound here issues in one tick. A fencing token is
-/// `max(counter + 1, clock)`, the clock floor of `shared/fence.lua`.
+/// The fencing clock's units per tick (the model's microseconds) in the
+/// models that restate their node ([`redlock`]): more than the tokens any
+/// bound here issues in one tick. A fencing token is
+/// `max(counter + 1, clock)`, the clock floor of `shared/fence.lua`. (The
+/// twin's nodes count `CLOCK_PER_TICK` of `test_util::twin`.)
 pub const CLOCK_STEP: u64 = 10;
+
+/// The owner token of one acquire: the client and its attempt. A node
+/// stores it as its text, `c<client>.<attempt>` ([`Token::text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token {
+    pub(crate) client: u8,
+    pub(crate) attempt: u8,
+}
+
+impl Token {
+    /// The owner token a node stores.
+    pub fn text(self) -> String {
+        format!("c{}.{}", self.client, self.attempt)
+    }
+}
 
 /// The tick before which a client presumes a lease granted at `granted`
 /// held: `granted + ttl - margin`, as the runtime takes the drift margin

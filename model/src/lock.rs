@@ -1,11 +1,10 @@
 //! A lock on one Redis (with an optional replica).
 //!
-//! What a node does is what the scripts do (`lock/acquire.lua`,
-//! `lock/extend.lua`, `lock/release.lua`, `shared/fence.lua`), restated
-//! here over a discrete clock; the differential suite
-//! (`redlock-runtime/tests/differential.rs`) checks the scripts against the
-//! in-memory twin step by step. (Once the twins are pure step functions,
-//! this model calls them instead of restating them.)
+//! What a node does is what the in-memory twin of the scripts
+//! (`lock/acquire.lua`, `lock/extend.lua`, `lock/release.lua`,
+//! `shared/fence.lua`) does: each node is a [`LockNode`], whose steps are
+//! the twin's; the differential suite (`redlock-runtime/tests/differential.rs`)
+//! checks the scripts against the twin step by step.
 //!
 //! # What is modelled
 //! - **Time** is one global clock in ticks ([`Action::Tick`]), which is
@@ -32,10 +31,11 @@
 //! - **Messages** (releases) can be delayed, lost ([`Config::losses`]) and
 //!   delivered twice ([`Config::duplicates`]).
 //! - **Fencing tokens** are `max(counter + 1, clock)` (the clock floor of
-//!   `shared/fence.lua`; the clock counts [`CLOCK_STEP`](crate::CLOCK_STEP) per tick, the
-//!   model's microseconds), so a counter lost in a restart or a failover
-//!   starts over above every token issued before. A restart or failover
-//!   takes at least one tick: the clock moves on across it.
+//!   `shared/fence.lua`, as the twin computes it; its clock moves
+//!   [`CLOCK_PER_TICK`] microseconds per tick), so a counter lost in a
+//!   restart or a failover starts over above every token issued before. A
+//!   restart or failover takes at least one tick: the clock moves on across
+//!   it.
 //!
 //! # Properties
 //! - [`MUTUAL_EXCLUSION`]: no two clients believe at once that they hold
@@ -58,9 +58,12 @@
 
 use std::fmt;
 
+#[cfg(doc)]
+use redlock_runtime::test_util::twin::CLOCK_PER_TICK;
+use redlock_runtime::test_util::twin::LockNode;
 use stateright::{Model, Property};
 
-pub use crate::node::{Node, Token};
+pub use crate::Token;
 
 /// [`Property`] names.
 pub const MUTUAL_EXCLUSION: &str = "no two clients believe they hold the lock";
@@ -77,9 +80,11 @@ pub const TWO_HOLDERS_WROTE: &str = "two holders' writes were accepted";
 /// One safety mechanism turned off, to show its property fails without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broken {
-    /// Tokens are the counter + 1 only, without the clock floor.
+    /// Tokens are the counter + 1 only, without the clock floor: every
+    /// node is [`LockNode::without_clock_floor`].
     NoClockFloor,
-    /// A release deletes the lock whoever holds it (no token check).
+    /// A release deletes the lock whoever holds it (no token check): it is
+    /// sent with the token the key holds.
     NoOwnerCheck,
 }
 
@@ -196,8 +201,12 @@ pub enum Message {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    primary: Node,
-    replica: Option<Node>,
+    primary: LockNode,
+    /// The primary answers (grants) nothing before this tick: a restart
+    /// delay. (A process is down, not its data: the replica and the
+    /// snapshot have no such tick.)
+    down_until: u8,
+    replica: Option<LockNode>,
     clients: Vec<(Phase, u8)>,
     /// Messages on their way (sorted: a multiset).
     network: Vec<Message>,
@@ -209,7 +218,7 @@ pub struct State {
     /// The largest token issued so far (ghost).
     issued: u64,
     /// The primary's last snapshot (restarts from a snapshot only).
-    snapshot: Option<Node>,
+    snapshot: Option<LockNode>,
     restarted: bool,
     failed_over: bool,
     lost: u8,
@@ -271,8 +280,13 @@ pub enum Action {
 pub struct LockModel(pub Config);
 
 impl LockModel {
-    fn next_fence(&self, node: &mut Node, now: u8) -> u64 {
-        node.next_fence(now, self.0.broken != Some(Broken::NoClockFloor))
+    /// A node as the deployment starts it.
+    fn empty_node(&self) -> LockNode {
+        if self.0.broken == Some(Broken::NoClockFloor) {
+            LockNode::without_clock_floor()
+        } else {
+            LockNode::new()
+        }
     }
 
     /// A client's belief ends here for a lease granted at `now`.
@@ -285,10 +299,7 @@ impl LockModel {
         if self.0.replica == Some(true)
             && let Some(replica) = &mut state.replica
         {
-            *replica = Node {
-                down_until: replica.down_until,
-                ..state.primary.clone()
-            };
+            replica.clone_from(&state.primary);
         }
     }
 
@@ -307,14 +318,15 @@ impl Model for LockModel {
     fn init_states(&self) -> Vec<State> {
         vec![State {
             now: 1,
-            primary: Node::empty(),
-            replica: self.0.replica.map(|_| Node::empty()),
+            primary: self.empty_node(),
+            down_until: 0,
+            replica: self.0.replica.map(|_| self.empty_node()),
             clients: vec![(Phase::Idle, 0); usize::from(self.0.clients)],
             network: Vec::new(),
             store: None,
             holds: 0,
             issued: 0,
-            snapshot: self.0.restart.restores_a_snapshot().then(Node::empty),
+            snapshot: (self.0.restart.restores_a_snapshot()).then(|| self.empty_node()),
             restarted: false,
             failed_over: false,
             lost: 0,
@@ -331,7 +343,7 @@ impl Model for LockModel {
         if state.now < c.max_time {
             actions.push(Action::Tick);
         }
-        let up = state.primary.down_until <= state.now;
+        let up = state.down_until <= state.now;
         for (i, &(phase, acquires)) in state.clients.iter().enumerate() {
             let client = u8::try_from(i).unwrap_or(u8::MAX);
             match phase {
@@ -406,14 +418,10 @@ impl Model for LockModel {
                     attempt: acquires,
                 };
                 s.clients[usize::from(client)].1 += 1;
-                if s.primary.holder(now).is_some() {
+                let Some(fence) = s.primary.acquire(&token.text(), self.0.ttl, now) else {
                     // Busy: the client stays idle (it would wait).
                     return Some(s);
-                }
-                s.primary.lock = Some((token, now + self.0.ttl));
-                let mut primary = s.primary.clone();
-                let fence = self.next_fence(&mut primary, now);
-                s.primary = primary;
+                };
                 Self::issue(&mut s, fence);
                 self.acknowledge(&mut s);
                 match lag {
@@ -437,8 +445,7 @@ impl Model for LockModel {
                 let Phase::Holding(hold) = s.clients[usize::from(client)].0 else {
                     return None;
                 };
-                if s.primary.holder(now) == Some(hold.token) {
-                    s.primary.lock = Some((hold.token, now + self.0.ttl));
+                if s.primary.renew(&hold.token.text(), self.0.ttl, now) {
                     self.acknowledge(&mut s);
                     s.clients[usize::from(client)].0 = Phase::Holding(Hold {
                         until: self.until(now, lag),
@@ -490,17 +497,23 @@ impl Model for LockModel {
             }
             Action::Deliver(i) => {
                 let Message::Release(token) = s.network.remove(i);
-                let ours = s.primary.lock.map(|(t, _)| t) == Some(token);
-                let delete = ours || self.0.broken == Some(Broken::NoOwnerCheck);
-                if delete {
-                    if let Some(other) = s.primary.holder(now)
-                        && other != token
-                    {
-                        s.deleted_other = true;
+                let token = token.text();
+                let before = s.primary.holder(now).map(str::to_owned);
+                let sent = match s.primary.stored() {
+                    Some((stored, _)) if self.0.broken == Some(Broken::NoOwnerCheck) => {
+                        stored.to_owned()
                     }
-                    s.primary.lock = None;
-                    self.acknowledge(&mut s);
+                    _ => token.clone(),
+                };
+                s.primary.release(&sent, now);
+                // Another owner's lease lasted, and the release ended it.
+                if let Some(other) = before
+                    && other != token
+                    && s.primary.holder(now) != Some(other.as_str())
+                {
+                    s.deleted_other = true;
                 }
+                self.acknowledge(&mut s);
             }
             Action::Lose(i) => {
                 s.network.remove(i);
@@ -529,13 +542,13 @@ impl Model for LockModel {
                 s.primary = match s.snapshot.take() {
                     // Keys expired since the snapshot are dropped on load.
                     Some(mut node) => {
-                        node.lock = node.lock.filter(|&(_, expires)| expires > s.now);
+                        node.load(s.now);
                         node
                     }
-                    None => Node::empty(),
+                    None => s.primary.restarted_empty(),
                 };
                 if self.0.restart.delayed() {
-                    s.primary.down_until = s.now + self.0.ttl;
+                    s.down_until = s.now + self.0.ttl;
                 }
             }
         }

@@ -1,14 +1,8 @@
-//! What the lock models share: an owner token, and a node's state for one
-//! lock's keys with the steps of `shared/fence.lua`.
+//! The Redlock model's node: its state for one lock's keys, with the steps
+//! of `shared/fence.lua` restated over the model's clock (until that model
+//! runs on the twin's `LockNode` too).
 
-use crate::CLOCK_STEP;
-
-/// The owner token of one acquire: the client and its attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Token {
-    pub(crate) client: u8,
-    pub(crate) attempt: u8,
-}
+use crate::{CLOCK_STEP, Token};
 
 /// A Redis node's state for the lock's keys.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -1,12 +1,14 @@
 //! An idempotency record's lifecycle on one Redis, as the records' scripts
 //! run it (`primitive/record/claim.lua`, `renew.lua`, `complete.lua`,
-//! `release.lua`) under the axum layer and `redlock_runtime::records`.
+//! `release.lua`) under the axum layer and `redlock_runtime::records`. The
+//! node is a [`RecordNode`]: the in-memory twin's steps, which the
+//! differential suite checks against the scripts.
 //!
 //! # What is modelled
 //! - **The record**: absent, in progress (its owner, the lease's end, its
 //!   fencing token) or completed. A claim of an absent record, or of one
 //!   whose lease ended (a crashed worker's), makes it in progress with a
-//!   new fencing token (`max(counter + 1, clock)`); a claim of a record in
+//!   new fencing token (`max(counter + 1, clock)`, the twin's rule); a claim of a record in
 //!   progress is answered "processing" (`409`), of a completed one with
 //!   its result (the replay). Completing and releasing check the owner;
 //!   completing keeps the record for its retention (longer than the
@@ -31,9 +33,8 @@
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::{RecordClaim, RecordNode, RecordState};
 use stateright::{Model, Property};
-
-use crate::CLOCK_STEP;
 
 /// [`Property`] names.
 pub const ONE_HANDLER: &str = "no two workers run the handler of one key at once";
@@ -49,9 +50,11 @@ pub const TAKEN_OVER: &str = "a crashed worker's record was taken over";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broken {
     /// Completing keeps the lease's expiry instead of the retention: the
-    /// completed record vanishes when the lease would have ended.
+    /// completed record vanishes when the lease would have ended (a
+    /// completion sent with the lease's remaining time as its retention).
     CompleteKeepsLease,
-    /// A takeover keeps the crashed worker's fencing token.
+    /// A takeover keeps the crashed worker's fencing token (the token the
+    /// twin issues is replaced by the last one issued).
     TakeoverKeepsToken,
 }
 
@@ -106,27 +109,6 @@ impl fmt::Display for Config {
     }
 }
 
-/// The record on the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Record {
-    /// No record (never claimed, released, or expired).
-    Absent,
-    /// In progress: its owner (worker and claim), when the lease ends, its
-    /// fencing token.
-    Processing {
-        /// The owner's worker.
-        worker: u8,
-        /// The owner's claim, among the worker's.
-        claim: u8,
-        /// The lease ends at this tick.
-        expires: u8,
-        /// Its fencing token.
-        fence: u64,
-    },
-    /// Completed; `Some(tick)` when it expires then (only when broken).
-    Completed(Option<u8>),
-}
-
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Worker {
@@ -146,8 +128,8 @@ pub enum Worker {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    record: Record,
-    counter: u64,
+    /// The node's record and its fencing counter.
+    record: RecordNode,
     workers: Vec<(Worker, u8)>,
     /// Ghosts: the largest token issued, whether the record completed, and
     /// the flags a property-breaking step sets.
@@ -186,29 +168,18 @@ pub enum Action {
     Crash(u8),
 }
 
-impl Record {
-    /// The owner at `now`, while its lease lasts.
-    fn owner(self, now: u8) -> Option<(u8, u8)> {
-        match self {
-            Record::Processing {
-                worker,
-                claim,
-                expires,
-                ..
-            } if expires > now => Some((worker, claim)),
-            _ => None,
-        }
-    }
-
-    /// What a claim at `now` sees: an ended lease or retention is absent.
-    fn seen(self, now: u8) -> Record {
-        match self {
-            Record::Processing { expires, .. } if expires <= now => Record::Absent,
-            Record::Completed(Some(expires)) if expires <= now => Record::Absent,
-            other => other,
-        }
-    }
+/// The owner token of a worker's claim, as the node stores it.
+fn owner(worker: u8, claim: u8) -> String {
+    format!("w{worker}.{claim}")
 }
+
+/// The tick a completed record's retention ends: after the model's clock
+/// stops. A completion keeps the record until this one tick whenever it
+/// runs (its retention is the time left to it), so completions at two
+/// ticks leave the same state, as the old restated record's "completed"
+/// did; a retention counted from each completion would multiply the
+/// states tenfold.
+const RETAINED_UNTIL: u8 = u8::MAX;
 
 /// The model: a [`Config`].
 #[derive(Debug, Clone)]
@@ -227,8 +198,7 @@ impl Model for RecordModel {
     fn init_states(&self) -> Vec<State> {
         vec![State {
             now: 1,
-            record: Record::Absent,
-            counter: 0,
+            record: RecordNode::new(),
             workers: vec![(Worker::Idle, 0); usize::from(self.0.workers)],
             issued: 0,
             completed: false,
@@ -274,20 +244,18 @@ impl Model for RecordModel {
             Action::Claim { worker, lag } => {
                 let claim = s.workers[usize::from(worker)].1;
                 s.workers[usize::from(worker)].1 += 1;
-                let previous = s.record;
-                match previous.seen(now) {
-                    // Answered "processing", or replayed: not run.
-                    Record::Processing { .. } | Record::Completed(_) => return Some(s),
-                    Record::Absent => {}
-                }
-                let takeover = matches!(previous, Record::Processing { .. });
-                let fence = match (previous, self.0.broken) {
-                    (Record::Processing { fence, .. }, Some(Broken::TakeoverKeepsToken)) => fence,
-                    _ => {
-                        let fence = (s.counter + 1).max(u64::from(now) * CLOCK_STEP);
-                        s.counter = fence;
-                        fence
+                // A record in progress that the claim takes is a crashed
+                // worker's whose lease ended: a takeover.
+                let takeover = matches!(s.record.stored(), RecordState::InProgress { .. });
+                let fence = match s.record.claim(&owner(worker, claim), ttl, now) {
+                    RecordClaim::Claimed(_)
+                        if takeover && self.0.broken == Some(Broken::TakeoverKeepsToken) =>
+                    {
+                        s.issued
                     }
+                    RecordClaim::Claimed(fence) => fence,
+                    // Answered "processing", or replayed: not run.
+                    _ => return Some(s),
                 };
                 if fence <= s.issued {
                     s.token_reused = true;
@@ -297,12 +265,6 @@ impl Model for RecordModel {
                     s.claimed_after_completion = true;
                 }
                 s.taken_over |= takeover;
-                s.record = Record::Processing {
-                    worker,
-                    claim,
-                    expires: now + ttl,
-                    fence,
-                };
                 s.workers[usize::from(worker)].0 = Worker::Running {
                     claim,
                     until: self.until(now, lag),
@@ -312,36 +274,28 @@ impl Model for RecordModel {
                 let Worker::Running { claim, .. } = s.workers[usize::from(worker)].0 else {
                     return None;
                 };
-                match s.record {
-                    Record::Processing { fence, .. }
-                        if s.record.owner(now) == Some((worker, claim)) =>
-                    {
-                        s.record = Record::Processing {
-                            worker,
-                            claim,
-                            expires: now + ttl,
-                            fence,
-                        };
-                        s.workers[usize::from(worker)].0 = Worker::Running {
+                s.workers[usize::from(worker)].0 =
+                    if s.record.renew(&owner(worker, claim), ttl, now) {
+                        Worker::Running {
                             claim,
                             until: self.until(now, lag),
-                        };
-                    }
-                    // Lost: the handler is told (and stops).
-                    _ => s.workers[usize::from(worker)].0 = Worker::Idle,
-                }
+                        }
+                    } else {
+                        // Lost: the handler is told (and stops).
+                        Worker::Idle
+                    };
             }
             Action::Complete(worker) => {
                 let Worker::Running { claim, .. } = s.workers[usize::from(worker)].0 else {
                     return None;
                 };
-                if let Record::Processing { expires, .. } = s.record
-                    && s.record.owner(now) == Some((worker, claim))
-                {
-                    s.record = Record::Completed(match self.0.broken {
-                        Some(Broken::CompleteKeepsLease) => Some(expires),
-                        _ => None,
-                    });
+                let retention = match (self.0.broken, s.record.stored()) {
+                    (Some(Broken::CompleteKeepsLease), RecordState::InProgress { ends, .. }) => {
+                        u8::try_from(ends.saturating_sub(u64::from(now))).unwrap_or(0)
+                    }
+                    _ => RETAINED_UNTIL - now,
+                };
+                if s.record.complete(&owner(worker, claim), retention, now) {
                     s.completed = true;
                 }
                 s.workers[usize::from(worker)].0 = Worker::Idle;
@@ -350,9 +304,7 @@ impl Model for RecordModel {
                 let Worker::Running { claim, .. } = s.workers[usize::from(worker)].0 else {
                     return None;
                 };
-                if s.record.owner(now) == Some((worker, claim)) {
-                    s.record = Record::Absent;
-                }
+                s.record.release(&owner(worker, claim), now);
                 s.workers[usize::from(worker)].0 = Worker::Idle;
             }
             Action::Crash(worker) => s.workers[usize::from(worker)].0 = Worker::Idle,

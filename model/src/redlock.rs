@@ -56,8 +56,9 @@ use std::fmt;
 
 use stateright::{Model, Property};
 
+pub use crate::Token;
 pub use crate::lock::{MUTUAL_EXCLUSION, TOKENS_INCREASE};
-pub use crate::node::{Node, Token};
+pub use crate::node::Node;
 
 /// A `sometimes` property: the bounds reach a second hold.
 pub const TWO_HOLDS: &str = "two acquires held the lock";

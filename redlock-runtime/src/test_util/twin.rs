@@ -12,13 +12,16 @@
 //! A node is the twin's table for one key (a lock's key and its fencing
 //! counter; a record's key and its counter). It is `Clone` (a replica's
 //! copy, a snapshot), `Eq` and `Hash` over what it holds (the model
-//! checker keeps its states in a set). Restarting a node empty keeps its
+//! checker keeps its states in a set): the key's value and expiry, and
+//! the counter's value. When a counter may be forgotten is left out: it is
+//! kept for [`RETENTION`], longer than any model's clock runs, so two
+//! nodes that differ only there behave alike within a model. Restarting a node empty keeps its
 //! clock running ([`LockNode::restarted_empty`]); a node built
 //! [`without_clock_floor`](LockNode::without_clock_floor) has a clock that
 //! reads zero throughout, the broken variant of the fencing rule.
 
-use std::hash::{Hash, Hasher};
-use std::sync::OnceLock;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -38,7 +41,7 @@ pub const CLOCK_PER_TICK: u64 = 1_000;
 
 /// How long a counter is kept after it issued a token: longer than any
 /// model's clock, so a counter is lost only in a restart or a failover.
-const RETENTION: Duration = Duration::from_secs(3_600);
+pub const RETENTION: Duration = Duration::from_secs(3_600);
 
 /// The instant of tick 0 (one per process).
 fn base() -> Instant {
@@ -69,20 +72,32 @@ fn clock_zero(floor: bool) -> Instant {
     }
 }
 
-/// A lock node's holders and counters, sorted.
-type LockCanonical<'a> = (
-    Vec<(&'a String, &'a String, Instant)>,
-    Vec<(&'a String, u64, Instant)>,
-    bool,
-);
+/// The digest of what a node holds, taken after each of its steps, so a
+/// model state's hash reads a number instead of looking the keys up (the
+/// model checker hashes every state it reaches). `DefaultHasher::new` has
+/// fixed keys: the same in every run.
+fn digest(value: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What a lock node holds: the key's token and expiry, the counter's
+/// value, and whether its clock has the floor.
+type LockCanonical<'a> = (Option<(&'a str, Instant)>, Option<u64>, bool);
 
 /// One node's keys for one lock, as the memory twin holds them
 /// (`LockTable`'s steps: `acquire.lua`, `extend.lua`, `release.lua`).
 #[derive(Debug, Clone)]
 pub struct LockNode {
-    table: LockTable,
-    keys: LockKeys,
+    /// Shared by a node's copies until one of them takes a step (a clone
+    /// is the model checker's hot path: most steps leave most nodes as
+    /// they were).
+    table: Arc<LockTable>,
+    keys: Arc<LockKeys>,
     floor: bool,
+    /// The digest of [`canonical`](Self::canonical).
+    digest: u64,
 }
 
 impl LockNode {
@@ -98,11 +113,21 @@ impl LockNode {
     }
 
     fn with_floor(floor: bool) -> Self {
-        Self {
-            table: LockTable::new(clock_zero(floor)),
-            keys: LockKeys::new("model:", "lock".to_owned()),
+        let mut node = Self {
+            table: Arc::new(LockTable::new(clock_zero(floor))),
+            keys: Arc::new(LockKeys::new("model:", "lock".to_owned())),
             floor,
-        }
+            digest: 0,
+        };
+        node.digest = digest(&node.canonical());
+        node
+    }
+
+    /// Runs one of the twin's steps on this node's copy of the table.
+    fn step<R>(&mut self, step: impl FnOnce(&mut LockTable, &LockKeys) -> R) -> R {
+        let reply = step(Arc::make_mut(&mut self.table), &self.keys);
+        self.digest = digest(&self.canonical());
+        reply
     }
 
     /// The node after a restart without persistence: empty, its clock
@@ -115,14 +140,9 @@ impl LockNode {
     /// A fenced acquire by `token` at tick `now` for `ttl` ticks: its
     /// fencing token, or `None` when another holds the lock.
     pub fn acquire(&mut self, token: &str, ttl: u8, now: u8) -> Option<u64> {
-        let reply = self.table.acquire(
-            &self.keys,
-            token,
-            TICK * u32::from(ttl),
-            (at(now), None),
-            RETENTION,
-            true,
-        );
+        let ttl = TICK * u32::from(ttl);
+        let reply = self
+            .step(|table, keys| table.acquire(keys, token, ttl, (at(now), None), RETENTION, true));
         match reply {
             crate::primitive::lease::AcquireReply::Acquired { fence, .. } => Some(fence),
             _ => None,
@@ -132,13 +152,14 @@ impl LockNode {
     /// Renews the lease of `token` for `ttl` ticks from `now`: whether it
     /// held the lock.
     pub fn renew(&mut self, token: &str, ttl: u8, now: u8) -> bool {
-        (self.table).renew(&self.keys.lock, token, TICK * u32::from(ttl), at(now))
+        let ttl = TICK * u32::from(ttl);
+        self.step(|table, keys| table.renew(&keys.lock, token, ttl, at(now)))
     }
 
     /// The compare-and-delete of `token` at `now`: whether its lease still
     /// lasted. The key is deleted whenever it holds `token`.
     pub fn release(&mut self, token: &str, now: u8) -> bool {
-        self.table.release(&self.keys, token, at(now))
+        self.step(|table, keys| table.release(keys, token, at(now)))
     }
 
     /// A Redlock node's release (`release.lua` with a token to raise): the
@@ -146,7 +167,7 @@ impl LockNode {
     /// if it is below.
     pub fn release_raising(&mut self, token: &str, fence: u64, now: u8) -> bool {
         let released = self.release(token, now);
-        (self.table).raise(&self.keys.fence, fence, at(now), RETENTION);
+        self.step(|table, keys| table.raise(&keys.fence, fence, at(now), RETENTION));
         released
     }
 
@@ -165,21 +186,15 @@ impl LockNode {
 
     /// Drops what expired by `now`, as a node does loading a snapshot.
     pub fn load(&mut self, now: u8) {
-        self.table.sweep(at(now));
+        self.step(|table, _| table.sweep(at(now)));
     }
 
-    /// What the node holds, in an order that does not depend on its maps
-    /// (fair mode's lines are not part of a lock node).
+    /// What the node holds (its steps touch its one key and counter
+    /// only; fair mode's lines are not part of a lock node).
     fn canonical(&self) -> LockCanonical<'_> {
-        let mut held: Vec<_> = (self.table.held.iter())
-            .map(|(k, h)| (k, &h.token, h.expires))
-            .collect();
-        held.sort_unstable();
-        let mut fences: Vec<_> = (self.table.fences.iter())
-            .map(|(k, f)| (k, f.value, f.keep_until))
-            .collect();
-        fences.sort_unstable();
-        (held, fences, self.floor)
+        let held = (self.table.held.get(&self.keys.lock)).map(|h| (h.token.as_str(), h.expires));
+        let counter = self.table.fences.get(&self.keys.fence).map(|f| f.value);
+        (held, counter, self.floor)
     }
 }
 
@@ -191,7 +206,9 @@ impl Default for LockNode {
 
 impl PartialEq for LockNode {
     fn eq(&self, other: &Self) -> bool {
-        self.canonical() == other.canonical()
+        self.digest == other.digest
+            && (Arc::ptr_eq(&self.table, &other.table) && self.floor == other.floor
+                || self.canonical() == other.canonical())
     }
 }
 
@@ -199,7 +216,7 @@ impl Eq for LockNode {}
 
 impl Hash for LockNode {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.canonical().hash(state);
+        self.digest.hash(state);
     }
 }
 
@@ -242,33 +259,50 @@ pub enum RecordState {
 /// `release.lua`).
 #[derive(Debug, Clone)]
 pub struct RecordNode {
-    table: RecordTable,
-    keys: RecordKeys,
+    /// Shared by a node's copies until one of them takes a step.
+    table: Arc<RecordTable>,
+    /// Shared by a node's copies.
+    keys: Arc<RecordKeys>,
+    /// The digest of [`canonical`](Self::canonical).
+    digest: u64,
 }
 
 impl RecordNode {
     /// An empty node.
     pub fn new() -> Self {
-        Self {
-            table: RecordTable::new(clock_zero(true)),
-            keys: RecordKeys {
+        let mut node = Self {
+            table: Arc::new(RecordTable::new(clock_zero(true))),
+            keys: Arc::new(RecordKeys {
                 user: "record".to_owned(),
                 record: "model:{record}".to_owned(),
                 fence: "model:{record}:fence".to_owned(),
-            },
-        }
+            }),
+            digest: 0,
+        };
+        node.digest = digest(&node.canonical());
+        node
+    }
+
+    /// Runs one of the twin's steps on this node's copy of the table.
+    fn step<R>(&mut self, step: impl FnOnce(&mut RecordTable, &RecordKeys) -> R) -> R {
+        let reply = step(Arc::make_mut(&mut self.table), &self.keys);
+        self.digest = digest(&self.canonical());
+        reply
     }
 
     /// A claim by `owner` at `now`, with a lease of `lease` ticks.
     pub fn claim(&mut self, owner: &str, lease: u8, now: u8) -> RecordClaim {
-        let claim = ClaimArgs {
-            keys: &self.keys,
-            token: owner,
-            fingerprint: "payload",
-            lease: TICK * u32::from(lease),
-            fence_ttl: RETENTION,
-        };
-        match self.table.claim(&claim, at(now)) {
+        let claimed = self.step(|table, keys| {
+            let claim = ClaimArgs {
+                keys,
+                token: owner,
+                fingerprint: "payload",
+                lease: TICK * u32::from(lease),
+                fence_ttl: RETENTION,
+            };
+            table.claim(&claim, at(now))
+        });
+        match claimed {
             Some(Claimed::Claimed(fence)) => RecordClaim::Claimed(fence),
             Some(Claimed::Completed(_)) => RecordClaim::Completed,
             Some(Claimed::Mismatch) => RecordClaim::Mismatch,
@@ -279,7 +313,8 @@ impl RecordNode {
     /// Renews `owner`'s lease for `lease` ticks from `now`: whether it
     /// held the record.
     pub fn renew(&mut self, owner: &str, lease: u8, now: u8) -> bool {
-        (self.table).renew(&self.keys, owner, TICK * u32::from(lease), at(now))
+        let lease = TICK * u32::from(lease);
+        self.step(|table, keys| table.renew(keys, owner, lease, at(now)))
     }
 
     /// Completes `owner`'s record at `now`, kept for `retention` ticks:
@@ -287,14 +322,13 @@ impl RecordNode {
     pub fn complete(&mut self, owner: &str, retention: u8, now: u8) -> bool {
         let done = Completion::new(200, Vec::new(), Vec::new());
         let kept = TICK * u32::from(retention);
-        self.table
-            .complete(&self.keys, owner, (&done, kept), at(now))
+        self.step(|table, keys| table.complete(keys, owner, (&done, kept), at(now)))
     }
 
     /// Deletes `owner`'s record at `now` (a failed run): whether it held
     /// it.
     pub fn release(&mut self, owner: &str, now: u8) -> bool {
-        self.table.release(&self.keys, owner, at(now))
+        self.step(|table, keys| table.release(keys, owner, at(now)))
     }
 
     /// What the record's key holds, expired or not.
@@ -311,9 +345,11 @@ impl RecordNode {
         }
     }
 
-    fn canonical(&self) -> (RecordState, Option<(u64, Instant)>) {
-        let counter = self.table.counter(&self.keys);
-        (self.stored(), counter)
+    /// What the node holds: the record's state and expiry, and the
+    /// counter's value.
+    fn canonical(&self) -> (Option<(Instant, Stored<'_>)>, Option<u64>) {
+        let counter = self.table.counter(&self.keys).map(|(value, _)| value);
+        (self.table.stored(&self.keys), counter)
     }
 }
 
@@ -325,7 +361,8 @@ impl Default for RecordNode {
 
 impl PartialEq for RecordNode {
     fn eq(&self, other: &Self) -> bool {
-        self.canonical() == other.canonical()
+        self.digest == other.digest
+            && (Arc::ptr_eq(&self.table, &other.table) || self.canonical() == other.canonical())
     }
 }
 
@@ -333,7 +370,7 @@ impl Eq for RecordNode {}
 
 impl Hash for RecordNode {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.canonical().hash(state);
+        self.digest.hash(state);
     }
 }
 

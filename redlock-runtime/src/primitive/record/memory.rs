@@ -53,6 +53,7 @@ impl RecordTable {
 
 /// What a record's key holds (for the models' view of the twin).
 #[cfg(feature = "test-util")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Stored<'a> {
     /// In progress, by this owner.
     InProgress(&'a str),
