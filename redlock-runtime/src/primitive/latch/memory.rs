@@ -5,15 +5,17 @@ use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
 
+#[cfg(feature = "test-util")]
+use super::LatchKeys;
 use super::{LatchCall, LatchOp, LatchReply};
 
 /// Every latch, by its key.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct LatchTable {
     latches: HashMap<String, Latch>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Latch {
     count: u64,
     expires: Instant,
@@ -70,6 +72,16 @@ impl LatchTable {
             }
             (LatchOp::CountDown { .. } | LatchOp::Read, None) => (LatchReply::Absent, false),
         }
+    }
+
+    /// The latch at `keys`, expired or not: its count, when it ends, and
+    /// the request ids counted, sorted (the models' view of the twin).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn stored(&self, keys: &LatchKeys) -> Option<(u64, Instant, Vec<&str>)> {
+        let latch = self.latches.get(&keys.latch)?;
+        let mut ids: Vec<&str> = latch.ids.iter().map(String::as_str).collect();
+        ids.sort_unstable();
+        Some((latch.count, latch.expires, ids))
     }
 
     /// How many keys it holds (for the tests that check it stays bounded).

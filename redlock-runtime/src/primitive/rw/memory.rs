@@ -14,7 +14,7 @@ use crate::primitive::lock::memory::LockTable;
 
 /// The readers and the waiting writers of every read/write lock, by its
 /// `:rw` key (the writer itself is in the [`LockTable`]).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct RwTable {
     readers: HashMap<String, Leases>,
     writers: HashMap<String, Leases>,
@@ -217,6 +217,20 @@ impl RwTable {
     pub(crate) fn waiting_writers(&self, rw: &str, now: Instant) -> u64 {
         self.writers.get(rw).map_or(0, |writers| {
             writers.values().filter(|end| **end > now).count() as u64
+        })
+    }
+
+    /// Every reader of the read/write lock at `rw`, its lease ended or
+    /// not, and every waiting writer's presence, sorted (the models' view
+    /// of the twin).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn stored(&self, rw: &str) -> [Vec<(&str, Instant)>; 2] {
+        [&self.readers, &self.writers].map(|map| {
+            let mut leases: Vec<_> = map.get(rw).map_or_else(Vec::new, |leases| {
+                leases.iter().map(|(t, end)| (t.as_str(), *end)).collect()
+            });
+            leases.sort_unstable();
+            leases
         })
     }
 

@@ -12,7 +12,7 @@ use crate::primitive::lease::memory::tidy;
 
 /// Each semaphore's holders, by its holders key: token -> (permits, lease
 /// end).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct PermitTable {
     holders: HashMap<String, HashMap<String, (u32, Instant)>>,
 }
@@ -113,6 +113,19 @@ impl PermitTable {
                 .map(|(token, (n, end))| (token.as_str(), *n, *end))
                 .collect()
         })
+    }
+
+    /// Every holder of the semaphore at `holders`, its lease ended or not,
+    /// sorted by token (the models' view of the twin).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn stored(&self, holders: &str) -> Vec<(&str, u32, Instant)> {
+        let mut stored: Vec<_> = self.holders.get(holders).map_or_else(Vec::new, |held| {
+            held.iter()
+                .map(|(token, (n, end))| (token.as_str(), *n, *end))
+                .collect()
+        });
+        stored.sort_unstable();
+        stored
     }
 
     /// How many keys it holds (for the tests that check it stays bounded).
