@@ -3,8 +3,9 @@
 //! `redlock_runtime::Latch`.
 //!
 //! # What is modelled
-//! - **The node** keeps the latch (absent, or its count) and the request
-//!   ids of the count-downs done. A set-up sets the count only if the
+//! - **The node** is a [`LatchNode`], the in-memory twin's steps: it keeps
+//!   the latch (absent, or its count) and the request ids of the
+//!   count-downs done. A set-up sets the count only if the
 //!   latch is absent (a second set-up, from another process, changes
 //!   nothing); a count-down on an absent latch counts nothing and says
 //!   so; otherwise it counts once per request id, and never below zero.
@@ -27,12 +28,20 @@
 //! - [`OPENED`] (`sometimes`): the latch opens, after a count-down was
 //!   sent twice, so the checks are not vacuous.
 //!
-//! [`Config::broken`] turns the ids off; the tests (`tests/latch.rs`)
+//! [`Config::broken`] turns the ids off (each send of a count-down goes
+//! with an id of its own, which is what a latch without ids amounts to);
+//! the tests (`tests/latch.rs`)
 //! check that it then has a counterexample.
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::LatchNode;
 use stateright::{Model, Property};
+
+/// The tick every step runs at, and the latch's ttl in ticks: the latch's
+/// ttl is not modelled (longer than the run).
+const NOW: u8 = 0;
+const TTL: u8 = u8::MAX;
 
 /// See the module docs.
 pub const OPENS_AFTER_ALL: &str = "the latch opens only once every worker counted down";
@@ -81,10 +90,9 @@ impl fmt::Display for Config {
 /// The whole system.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
-    /// The latch's count; `None` while it is not set up.
-    count: Option<u8>,
-    /// The request ids counted (a bit per worker).
-    ids: u8,
+    /// The node: the latch's count, `None` while it is not set up, and
+    /// the request ids counted.
+    latch: LatchNode,
     /// The set-ups done (of two).
     setups: u8,
     /// Each worker's sends so far, and whether it has its answer.
@@ -119,8 +127,7 @@ impl Model for LatchModel {
 
     fn init_states(&self) -> Vec<State> {
         vec![State {
-            count: None,
-            ids: 0,
+            latch: LatchNode::new(),
             setups: 0,
             workers: vec![(0, false); usize::from(self.0.workers)],
             arrived: 0,
@@ -149,25 +156,23 @@ impl Model for LatchModel {
         match action {
             Action::SetUp => {
                 s.setups += 1;
-                if s.count.is_none() {
-                    s.count = Some(self.0.workers);
-                }
+                s.latch.set(u64::from(self.0.workers), TTL, NOW);
             }
             Action::CountDown { worker, lost } => {
                 let bit = 1u8 << worker;
                 let (sends, _) = s.workers[usize::from(worker)];
                 s.resent |= sends > 0;
+                let id = match self.0.broken {
+                    Some(Broken::NoIds) => format!("w{worker}.{sends}"),
+                    None => format!("w{worker}"),
+                };
+                let counted = s.latch.count_down(&id, NOW);
                 // A count-down that found the latch absent is answered so,
                 // and sent again later: as if its answer were lost.
-                let answered = !lost && s.count.is_some();
+                let answered = !lost && counted.is_some();
                 s.workers[usize::from(worker)] = (sends + 1, answered);
-                if let Some(count) = s.count {
+                if counted.is_some() {
                     s.arrived |= bit;
-                    let new_id = s.ids & bit == 0 || self.0.broken == Some(Broken::NoIds);
-                    if count > 0 && new_id {
-                        s.ids |= bit;
-                        s.count = Some(count - 1);
-                    }
                 }
             }
         }
@@ -178,9 +183,11 @@ impl Model for LatchModel {
         vec![
             Property::always(OPENS_AFTER_ALL, |model: &LatchModel, s: &State| {
                 let all = u8::try_from((1u16 << model.0.workers) - 1).unwrap_or(u8::MAX);
-                s.count != Some(0) || s.arrived == all
+                s.latch.count() != Some(0) || s.arrived == all
             }),
-            Property::sometimes(OPENED, |_, s: &State| s.count == Some(0) && s.resent),
+            Property::sometimes(OPENED, |_, s: &State| {
+                s.latch.count() == Some(0) && s.resent
+            }),
         ]
     }
 }

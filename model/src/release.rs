@@ -22,6 +22,8 @@
 //!   reports an error (neither released nor lost).
 //! - **Another client** takes the lock whenever the node finds it free
 //!   (expired or deleted), so a late request finds another owner's lock.
+//! - **The node** is a [`LockNode`], the in-memory twin's steps: the
+//!   release's compare-and-delete and its answer are the twin's.
 //!
 //! # Properties
 //! - [`NO_FALSE_LOSS`]: a release sent while the lease was presumed held,
@@ -36,6 +38,7 @@
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::LockNode;
 use stateright::{Model, Property};
 
 /// [`Property`] names.
@@ -88,14 +91,11 @@ impl Default for Config {
     }
 }
 
-/// Who holds the lock on the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Owner {
-    /// The holder whose release is modelled.
-    Holder,
-    /// Another client, which took the lock once it was free.
-    Other,
-}
+/// The owner token of the holder whose release is modelled.
+const HOLDER: &str = "holder";
+/// The owner token of another client, which takes the lock once it is
+/// free.
+const OTHER: &str = "other";
 
 /// What the holder reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,8 +146,8 @@ pub enum Sent {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// The lock on the node: its owner and the tick it expires.
-    lock: Option<(Owner, u8)>,
+    /// The node: the lock, its owner and when it expires.
+    node: LockNode,
     phase: Phase,
     lost: u8,
     resends: u8,
@@ -209,7 +209,11 @@ impl Model for ReleaseModel {
         (0..=c.drift)
             .map(|lag| State {
                 now: 1,
-                lock: Some((Owner::Holder, 1 + c.ttl)),
+                node: {
+                    let mut node = LockNode::new();
+                    node.acquire(HOLDER, c.ttl, 1);
+                    node
+                },
                 phase: Phase::Holding {
                     until: crate::presumed_until(1, c.ttl, c.margin, lag),
                 },
@@ -228,7 +232,7 @@ impl Model for ReleaseModel {
         if state.now < c.max_time {
             actions.push(Action::Tick);
         }
-        if state.lock.is_none_or(|(_, expires)| expires <= state.now) {
+        if state.node.holder(state.now).is_none() {
             actions.push(Action::OtherAcquires);
         }
         match state.phase {
@@ -256,10 +260,12 @@ impl Model for ReleaseModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         let now = s.now;
-        let own = matches!(s.lock, Some((Owner::Holder, expires)) if expires > now);
+        let own = s.node.holder(now) == Some(HOLDER);
         match (action, s.phase) {
             (Action::Tick, _) => s.now += 1,
-            (Action::OtherAcquires, _) => s.lock = Some((Owner::Other, now + self.0.ttl)),
+            (Action::OtherAcquires, _) => {
+                s.node.acquire(OTHER, self.0.ttl, now)?;
+            }
             (Action::Release, Phase::Holding { until }) => {
                 s.phase = Phase::Releasing {
                     presumed: now < until,
@@ -277,15 +283,15 @@ impl Model for ReleaseModel {
                     ..
                 },
             ) => {
-                if own {
-                    s.lock = None;
-                    s.deleted_own = true;
-                }
+                // The compare-and-delete: whether it deleted the holder's
+                // live lock.
+                let deleted = s.node.release(HOLDER, now);
+                s.deleted_own |= deleted;
                 s.phase = Phase::Releasing {
                     presumed,
                     held,
                     resent,
-                    send: Sent::Answer(own),
+                    send: Sent::Answer(deleted),
                 };
             }
             (

@@ -4,8 +4,9 @@
 //! `primitive/lease/renew.lua`) under `redlock_runtime::RwLock`.
 //!
 //! # What is modelled
-//! - **The node** keeps the writer (its token and when its lease ends)
-//!   and the readers (token -> lease deadline). A reader gets in unless a
+//! - **The node** is an [`RwNode`], the in-memory twin's steps: it keeps
+//!   the writer (its token and when its lease ends) and the readers
+//!   (token -> lease deadline). A reader gets in unless a
 //!   writer holds the lock (a reader already in, re-sending its acquire,
 //!   only resets its lease); a writer gets in when no other writer holds
 //!   it and, once the readers whose lease ran out are dropped, no reader
@@ -19,7 +20,8 @@
 //!   step). Each judges its lease by a clock that may
 //!   run slow by up to [`Config::drift`] ticks, less [`Config::margin`].
 //! - **Not modelled**: the waiting writers' set that keeps new readers
-//!   out (it decides who gets in first, not whether two can hold).
+//!   out (it decides who gets in first, not whether two can hold): the
+//!   writers here never wait in line.
 //!
 //! # Properties
 //! - [`EXCLUSIVE_WRITER`]: while a client believes it holds the write
@@ -33,7 +35,10 @@
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::RwNode;
 use stateright::{Model, Property};
+
+pub use crate::Token;
 
 /// See the module docs.
 pub const EXCLUSIVE_WRITER: &str = "a writer holds alone";
@@ -46,7 +51,8 @@ pub const WRITE_AFTER_DOWNGRADE: &str = "a write lock was taken after a downgrad
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broken {
     /// A downgrade does not check that the token still holds the write
-    /// lock: it deletes whatever writer holds it and joins the readers.
+    /// lock: it deletes whatever writer holds it and joins the readers
+    /// (sent with the token the writer's key holds).
     DowngradeWithoutOwner,
 }
 
@@ -101,13 +107,6 @@ impl fmt::Display for Config {
     }
 }
 
-/// An owner token: the client and its acquire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Token {
-    client: u8,
-    attempt: u8,
-}
-
 /// The side a client holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -140,10 +139,8 @@ pub enum Client {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// The writer's token and its lease's end.
-    writer: Option<(Token, u8)>,
-    /// The readers' tokens and their leases' ends, sorted.
-    readers: Vec<(Token, u8)>,
+    /// The node: the writer and the readers.
+    node: RwNode,
     /// Each client, and the acquires it made.
     clients: Vec<(Client, u8)>,
     /// Ghosts: a downgrade happened, and a write lock after it.
@@ -196,22 +193,6 @@ impl RwModel {
     }
 }
 
-impl State {
-    /// The writer at `now`, while its lease lasts.
-    fn live_writer(&self) -> Option<Token> {
-        self.writer
-            .filter(|&(_, ends)| ends > self.now)
-            .map(|(t, _)| t)
-    }
-
-    /// Sets `token`'s read lease to end at `ends`.
-    fn read(&mut self, token: Token, ends: u8) {
-        self.readers.retain(|&(t, _)| t != token);
-        self.readers.push((token, ends));
-        self.readers.sort_unstable();
-    }
-}
-
 impl Model for RwModel {
     type State = State;
     type Action = Action;
@@ -219,8 +200,7 @@ impl Model for RwModel {
     fn init_states(&self) -> Vec<State> {
         vec![State {
             now: 1,
-            writer: None,
-            readers: Vec::new(),
+            node: RwNode::new(),
             clients: vec![(Client::Idle, 0); usize::from(self.0.clients)],
             downgraded: false,
             written_after_downgrade: false,
@@ -283,21 +263,16 @@ impl Model for RwModel {
                 let attempt = s.clients[usize::from(client)].1;
                 s.clients[usize::from(client)].1 += 1;
                 let token = Token { client, attempt };
-                match side {
-                    Side::Read => {
-                        if s.live_writer().is_some() {
-                            return Some(s);
-                        }
-                        s.read(token, now + ttl);
-                    }
-                    Side::Write => {
-                        s.readers.retain(|&(_, ends)| ends > now);
-                        if s.live_writer().is_some() || !s.readers.is_empty() {
-                            return Some(s);
-                        }
-                        s.writer = Some((token, now + ttl));
-                        s.written_after_downgrade |= s.downgraded;
-                    }
+                let got = match side {
+                    Side::Read => s.node.acquire_read(&token.text(), ttl, now),
+                    Side::Write => s.node.acquire_write(&token.text(), ttl, now),
+                };
+                if !got {
+                    // Busy: the client tries again later, or not.
+                    return Some(s);
+                }
+                if side == Side::Write {
+                    s.written_after_downgrade |= s.downgraded;
                 }
                 s.clients[usize::from(client)].0 = Client::Holding {
                     token,
@@ -329,10 +304,13 @@ impl Model for RwModel {
                 else {
                     return None;
                 };
-                let owner = s.live_writer() == Some(token);
-                if owner || self.0.broken == Some(Broken::DowngradeWithoutOwner) {
-                    s.writer = None;
-                    s.read(token, now + ttl);
+                let owner = match s.node.stored_writer() {
+                    Some(writer) if self.0.broken == Some(Broken::DowngradeWithoutOwner) => {
+                        writer.to_owned()
+                    }
+                    _ => token.text(),
+                };
+                if s.node.downgrade(&owner, ttl, now) {
                     s.downgraded = true;
                     s.clients[usize::from(client)].0 = Client::Holding {
                         token,
@@ -350,14 +328,10 @@ impl Model for RwModel {
                     return None;
                 };
                 let live = match side {
-                    Side::Write => s.live_writer() == Some(token),
-                    Side::Read => s.readers.iter().any(|&(t, ends)| t == token && ends > now),
+                    Side::Write => s.node.renew_write(&token.text(), ttl, now),
+                    Side::Read => s.node.renew_read(&token.text(), ttl, now),
                 };
                 if live {
-                    match side {
-                        Side::Write => s.writer = Some((token, now + ttl)),
-                        Side::Read => s.read(token, now + ttl),
-                    }
                     s.clients[usize::from(client)].0 = Client::Holding {
                         token,
                         side,
@@ -373,13 +347,9 @@ impl Model for RwModel {
                     return None;
                 };
                 match side {
-                    Side::Write => {
-                        if s.writer.map(|(t, _)| t) == Some(token) {
-                            s.writer = None;
-                        }
-                    }
-                    Side::Read => s.readers.retain(|&(t, _)| t != token),
-                }
+                    Side::Write => s.node.release_write(&token.text(), now),
+                    Side::Read => s.node.release_read(&token.text(), now),
+                };
                 s.clients[usize::from(client)].0 = Client::Idle;
             }
         }

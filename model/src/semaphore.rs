@@ -3,12 +3,12 @@
 //! `primitive/lease/renew.lua`) under `redlock_runtime::Semaphore`.
 //!
 //! # What is modelled
-//! - **The node** keeps the holders (a sorted set: token -> lease
-//!   deadline) and their permit counts (a hash: token -> permits). An
-//!   acquire first drops every holder whose lease ran out, with its
-//!   count; then, unless its token is already a holder (a re-sent
-//!   acquire, which only resets its lease), it takes its permits if the
-//!   counts leave room under the limit.
+//! - **The node** is a [`SemaphoreNode`], the in-memory twin's steps: it
+//!   keeps the holders (token -> permits and lease deadline; on Redis a
+//!   sorted set and a hash). An acquire first drops every holder whose
+//!   lease ran out, with its count; then, unless its token is already a
+//!   holder (a re-sent acquire, which only resets its lease), it takes its
+//!   permits if the counts leave room under the limit.
 //! - **Clients** take their permits (client 0 two, the others one each,
 //!   of a limit of two), judge their lease by a clock that may run slow by
 //!   up to [`Config::drift`] ticks, less [`Config::margin`], release, or
@@ -23,8 +23,8 @@
 //! - [`WITHIN_LIMIT`]: the permits of the clients that believe they hold
 //!   them never exceed the limit; needs the drift within the margin, and
 //!   the renewal's check that the lease has not run out (a renewal that
-//!   lands after its holder was dropped, and put it back, gives it
-//!   permits that no count shows).
+//!   lands after its holder was dropped and still confirms the lease
+//!   leaves it believing it holds permits that another took).
 //! - [`TAKEN_OVER`] (`sometimes`): a client got permits freed by a lease
 //!   that ran out, so the checks are not vacuous.
 //!
@@ -33,6 +33,7 @@
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::SemaphoreNode;
 use stateright::{Model, Property};
 
 /// See the module docs.
@@ -46,8 +47,9 @@ pub const LIMIT: u8 = 2;
 /// One mechanism turned off, to show its property fails without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broken {
-    /// A renewal resets the lease whether or not it ran out (and whether
-    /// or not the holder is still there).
+    /// A renewal confirms the lease whether or not it ran out (and
+    /// whether or not the holder is still there): the twin's answer that it
+    /// did not is taken as a success.
     RenewAfterExpiry,
 }
 
@@ -103,15 +105,6 @@ impl fmt::Display for Config {
     }
 }
 
-/// What the node keeps for one token (a client's acquire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Entry {
-    /// Its lease deadline in the holders' set.
-    deadline: Option<u8>,
-    /// Its permits in the counts' hash.
-    permits: Option<u8>,
-}
-
 /// What a client is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Client {
@@ -134,9 +127,8 @@ pub enum Client {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// The node's entry for each token: client `c`'s acquire `a` at
-    /// `c * acquires + a`.
-    node: Vec<Entry>,
+    /// The node: the semaphore's holders.
+    node: SemaphoreNode,
     /// Each client, and the acquires it made.
     clients: Vec<(Client, u8)>,
     /// Ghost: an acquire took permits that a dropped lease had held.
@@ -179,8 +171,9 @@ impl SemaphoreModel {
         if c == 0 { LIMIT } else { 1 }
     }
 
-    fn slot(&self, client: u8, attempt: u8) -> usize {
-        usize::from(client) * usize::from(self.0.acquires) + usize::from(attempt)
+    /// The owner token of a client's acquire.
+    fn token(client: u8, attempt: u8) -> String {
+        format!("c{client}.{attempt}")
     }
 
     fn until(&self, from: u8, lag: u8) -> u8 {
@@ -196,7 +189,7 @@ impl Model for SemaphoreModel {
         let c = &self.0;
         vec![State {
             now: 1,
-            node: vec![Entry::default(); usize::from(c.clients) * usize::from(c.acquires)],
+            node: SemaphoreNode::new(u32::from(LIMIT)),
             clients: vec![(Client::Idle, 0); usize::from(c.clients)],
             taken_over: false,
         }]
@@ -244,25 +237,16 @@ impl Model for SemaphoreModel {
                 let attempt = s.clients[usize::from(client)].1;
                 s.clients[usize::from(client)].1 += 1;
                 // Holders whose lease ran out go first, with their counts.
-                let mut dropped = false;
-                for entry in &mut s.node {
-                    if entry.deadline.is_some_and(|d| d <= now) {
-                        dropped |= entry.permits.is_some();
-                        *entry = Entry::default();
-                    }
-                }
-                let used: u8 = s.node.iter().filter_map(|e| e.permits).sum();
-                let wanted = Self::permits(client);
-                if used + wanted > LIMIT {
+                let dropped = (s.node.holders().iter()).any(|&(_, _, end)| end <= u64::from(now));
+                let wanted = u32::from(Self::permits(client));
+                if !s
+                    .node
+                    .acquire(&Self::token(client, attempt), wanted, ttl, now)
+                {
                     // Busy: the client tries again later, or not.
                     return Some(s);
                 }
                 s.taken_over |= dropped;
-                let slot = self.slot(client, attempt);
-                s.node[slot] = Entry {
-                    deadline: Some(now + ttl),
-                    permits: Some(wanted),
-                };
                 s.clients[usize::from(client)].0 = Client::Holding {
                     attempt,
                     until: self.until(now, lag),
@@ -289,10 +273,8 @@ impl Model for SemaphoreModel {
                 else {
                     return None;
                 };
-                let entry = &mut s.node[self.slot(client, attempt)];
-                let live = entry.deadline.is_some_and(|d| d > now);
+                let live = s.node.renew(&Self::token(client, attempt), ttl, now);
                 if live || self.0.broken == Some(Broken::RenewAfterExpiry) {
-                    entry.deadline = Some(now + ttl);
                     s.clients[usize::from(client)].0 = Client::Holding {
                         attempt,
                         until: self.until(sent, lag),
@@ -307,8 +289,7 @@ impl Model for SemaphoreModel {
                 let Client::Holding { attempt, .. } = s.clients[usize::from(client)].0 else {
                     return None;
                 };
-                let slot = self.slot(client, attempt);
-                s.node[slot] = Entry::default();
+                s.node.release(&Self::token(client, attempt), now);
                 s.clients[usize::from(client)].0 = Client::Idle;
             }
         }

@@ -4,10 +4,10 @@
 //! explored state counts and time.
 //!
 //! `REDLOCK_MODEL_TICKS=<n>` runs every check with a longer clock (default
-//! 9 ticks, a ttl of 3; three workers); `REDLOCK_MODEL_ACQUIRES=<n>` with
+//! 8 ticks, a ttl of 3; three workers); `REDLOCK_MODEL_ACQUIRES=<n>` with
 //! more claims per worker (default 2). The node is the in-memory twin's
 //! (`RecordNode`), whose states cost more to copy than the old restated
-//! record's: 9 ticks check in about 15 s on 2 cores, 10 ticks (the bound
+//! record's: 8 ticks check in about 8 s on 2 cores, 10 ticks (the bound
 //! before the twin) in about 25 s; both find every counterexample below.
 
 mod support;
@@ -20,7 +20,7 @@ use support::bound;
 /// The bounds, deepened by the environment.
 fn config() -> Config {
     Config {
-        max_time: bound("REDLOCK_MODEL_TICKS", 9),
+        max_time: bound("REDLOCK_MODEL_TICKS", 8),
         claims: bound("REDLOCK_MODEL_ACQUIRES", 2),
         ..Config::default()
     }

@@ -23,8 +23,9 @@
 //!   long gone). The record's lease is the exception: the watchdog renews
 //!   it on both sides, so it never lapses.
 //!
-//! Fencing tokens differ by design (Redis issues clock readings, the twin
-//! counts from 1), so each sequence's tokens are compared by their order:
+//! Fencing tokens differ by design (both issue `max(counter + 1, clock in
+//! µs)`, but Redis's clock counts from 1970 and the twin's from the
+//! store's start), so each sequence's tokens are compared by their order:
 //! every token is replaced by its rank among the tokens that sequence saw
 //! from the same counter (a name's lock, its write lock, the record),
 //! which must match.
