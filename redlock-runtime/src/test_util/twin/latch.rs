@@ -1,7 +1,6 @@
 //! A countdown latch's node: `LatchTable`'s steps (`set.lua`,
 //! `count_down.lua`) on one latch and its request ids.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::{TICK, at, digest};
@@ -26,7 +25,7 @@ impl LatchNode {
             keys: Arc::new(LatchKeys::new("model:", "latch")),
             digest: 0,
         };
-        node.digest = digest(&node.table.stored(&node.keys));
+        node.digest = digest(&node.canonical());
         node
     }
 
@@ -37,7 +36,7 @@ impl LatchNode {
             op,
         };
         let (reply, _) = Arc::make_mut(&mut self.table).call(&call, at(now));
-        self.digest = digest(&self.table.stored(&self.keys));
+        self.digest = digest(&self.canonical());
         reply
     }
 
@@ -63,31 +62,16 @@ impl LatchNode {
     /// The count left, expired or not; `None` when the latch is not set
     /// up.
     pub fn count(&self) -> Option<u64> {
-        self.table.stored(&self.keys).map(|(count, _, _)| count)
+        self.canonical().map(|(count, _, _)| count)
+    }
+
+    /// What the latch holds: its count, when it ends, its request ids.
+    fn canonical(&self) -> Option<(u64, tokio::time::Instant, Vec<&str>)> {
+        self.table.stored(&self.keys)
     }
 }
 
-impl Default for LatchNode {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PartialEq for LatchNode {
-    fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
-            && (Arc::ptr_eq(&self.table, &other.table)
-                || self.table.stored(&self.keys) == other.table.stored(&other.keys))
-    }
-}
-
-impl Eq for LatchNode {}
-
-impl Hash for LatchNode {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.digest.hash(state);
-    }
-}
+node_identity!(LatchNode);
 
 #[cfg(test)]
 mod tests {

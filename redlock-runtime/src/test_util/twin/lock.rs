@@ -1,7 +1,6 @@
 //! A lock's node: `LockTable`'s steps (`acquire.lua`, `extend.lua`,
 //! `release.lua`, `shared/fence.lua`) on one key and its fencing counter.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -134,27 +133,7 @@ impl LockNode {
     }
 }
 
-impl Default for LockNode {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PartialEq for LockNode {
-    fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
-            && (Arc::ptr_eq(&self.table, &other.table) && self.clock_zero == other.clock_zero
-                || self.canonical() == other.canonical())
-    }
-}
-
-impl Eq for LockNode {}
-
-impl Hash for LockNode {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.digest.hash(state);
-    }
-}
+node_identity!(LockNode);
 
 #[cfg(test)]
 mod tests {

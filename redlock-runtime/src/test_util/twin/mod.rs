@@ -33,6 +33,37 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// What every node is besides its steps: equal to another when what it
+/// holds is (the digests first, then the views: `canonical`), hashed by
+/// its digest, and (unless `no default`) `Default` as `new()`. A node has
+/// a `digest: u64` field kept by its steps and a `canonical()` view.
+macro_rules! node_identity {
+    ($node:ty) => {
+        node_identity!($node, no default);
+
+        impl Default for $node {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    };
+    ($node:ty, no default) => {
+        impl PartialEq for $node {
+            fn eq(&self, other: &Self) -> bool {
+                self.digest == other.digest && self.canonical() == other.canonical()
+            }
+        }
+
+        impl Eq for $node {}
+
+        impl std::hash::Hash for $node {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                std::hash::Hash::hash(&self.digest, state);
+            }
+        }
+    };
+}
+
 mod latch;
 mod lock;
 mod record;

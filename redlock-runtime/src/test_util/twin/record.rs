@@ -2,7 +2,6 @@
 //! `renew.lua`, `complete.lua`, `release.lua`) on one record and its
 //! fencing counter.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -144,26 +143,7 @@ impl RecordNode {
     }
 }
 
-impl Default for RecordNode {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PartialEq for RecordNode {
-    fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
-            && (Arc::ptr_eq(&self.table, &other.table) || self.canonical() == other.canonical())
-    }
-}
-
-impl Eq for RecordNode {}
-
-impl Hash for RecordNode {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.digest.hash(state);
-    }
-}
+node_identity!(RecordNode);
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,6 @@
 //! `write_release.lua`, `lease/renew.lua`), with the writer held in a
 //! `LockTable` as the memory store holds it.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -116,27 +115,7 @@ impl RwNode {
     }
 }
 
-impl Default for RwNode {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PartialEq for RwNode {
-    fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
-            && (Arc::ptr_eq(&self.rw, &other.rw) && Arc::ptr_eq(&self.locks, &other.locks)
-                || self.canonical() == other.canonical())
-    }
-}
-
-impl Eq for RwNode {}
-
-impl Hash for RwNode {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.digest.hash(state);
-    }
-}
+node_identity!(RwNode);
 
 #[cfg(test)]
 mod tests {

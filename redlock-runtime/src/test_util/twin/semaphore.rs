@@ -1,7 +1,6 @@
 //! A leased semaphore's node: `PermitTable`'s steps (`acquire.lua`,
 //! `release.lua`, `lease/renew.lua`) on one semaphore's holders.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -93,20 +92,7 @@ fn leased(keys: &[PermitKeys], permits: u32) -> &PermitKeys {
     &keys[i.min(keys.len() - 1)]
 }
 
-impl PartialEq for SemaphoreNode {
-    fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
-            && (Arc::ptr_eq(&self.table, &other.table) || self.canonical() == other.canonical())
-    }
-}
-
-impl Eq for SemaphoreNode {}
-
-impl Hash for SemaphoreNode {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.digest.hash(state);
-    }
-}
+node_identity!(SemaphoreNode, no default);
 
 #[cfg(test)]
 mod tests {
