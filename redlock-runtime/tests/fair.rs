@@ -1,9 +1,10 @@
 //! Fair mode: arrival order, and waiters that give up or are cancelled
 //! never block the line for long, each scenario run in memory and on one
 //! Redis. (A waiter whose process dies: the harness crate's
-//! `tests/crash.rs`.) On Redis, a release hands the lock to the first
-//! waiter (a grant): the last tests here check the grant saves the waiter's
-//! round trip, and what becomes of a grant its waiter does not take.
+//! `tests/crash.rs`.) A release hands the lock to the first waiter (a
+//! grant), in memory as on Redis: no one takes it in between; the last
+//! tests here check on Redis that the grant saves the waiter's round trip,
+//! and what becomes of a grant its waiter does not take.
 
 use std::time::Duration;
 
@@ -27,6 +28,38 @@ async fn queued(b: &Started, key: &str, n: usize) {
         return;
     };
     wait_for_fair_waiters(&server.url(), key, n).await;
+}
+
+/// The release hands the lock to the waiter in the same step
+/// (`fair/release.lua`, and since issue 35 the memory store's twin of
+/// it): a plain `try_acquire` right after the release finds it taken,
+/// and the waiter holds it.
+#[rstest]
+#[case::memory(Backend::Memory)]
+#[case::redis(Backend::Redis)]
+#[case::valkey(Backend::Valkey)]
+fn a_release_hands_the_lock_to_the_waiter_with_no_gap(#[case] backend: Backend) {
+    backend.run(|b| async move {
+        let client = b.client().await;
+        let holder = client.lock("handed").fair().acquire().await;
+        let holder = holder.expect("holder");
+        let waiter_client = b.client().await;
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let waiter = tokio::spawn(async move {
+            let waiting = waiter_client.lock("handed").fair();
+            let guard = waiting.wait(Duration::from_secs(10)).acquire().await;
+            let guard = guard.expect("granted");
+            // Held until the test has tried to take it.
+            done_rx.await.expect("the test answers");
+            guard.release().await.expect("release");
+        });
+        queued(&b, "handed", 1).await;
+        holder.release().await.expect("release");
+        let sneaking = client.lock("handed").try_acquire().await.expect("try");
+        assert!(sneaking.is_none(), "the lock was free between two holders");
+        done_tx.send(()).expect("the waiter holds the lock");
+        waiter.await.expect("waiter");
+    });
 }
 
 #[rstest]

@@ -398,6 +398,34 @@ async fn a_double_release_changes_nothing(nodes: Nodes) {
     assert_eq!(jobs.available().await.expect("available"), 4);
 }
 
+/// A manual extend sets a permit's lease to its ttl, a shorter one too
+/// (`lease/renew.lua`; the memory store kept the longer lease until the
+/// model's twin check, issue 35): the permit then runs out unrenewed and
+/// frees its slot for a waiter.
+async fn an_extend_to_a_shorter_ttl_shortens_a_permit(nodes: Nodes) {
+    let slot = nodes.one().semaphore("shortened", 1);
+    let permit = (slot.clone().ttl(Duration::from_secs(60)).renew(false))
+        .acquire()
+        .await
+        .expect("the permit");
+    permit
+        .extend(Duration::from_millis(300))
+        .await
+        .expect("extend");
+    assert!(permit.remaining() <= Duration::from_millis(300));
+    let started = Instant::now();
+    let waiter = nodes.node(1).semaphore("shortened", 1);
+    let next = (waiter.wait(Duration::from_secs(10)).acquire())
+        .await
+        .expect("the slot frees once the shortened lease ends");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the lease kept its 60 s: {:?}",
+        started.elapsed()
+    );
+    next.release().await.expect("release");
+}
+
 /// Freeing 3 permits lets 3 waiters (on 3 clients) in within 50 ms.
 async fn freeing_three_permits_lets_three_waiters_in(nodes: Nodes) {
     let jobs = nodes.one().semaphore("slots", 4);
@@ -661,7 +689,7 @@ async fn a_cancelled_multi_lock_leaves_nothing_held(nodes: Nodes) {
 }
 
 /// Every scenario above, named for the cases below.
-const SCENARIOS: [(&str, Scenario); 12] = [
+const SCENARIOS: [(&str, Scenario); 13] = [
     (
         "readers_and_writers_exclude",
         scenario!(readers_and_writers_exclude),
@@ -689,6 +717,10 @@ const SCENARIOS: [(&str, Scenario); 12] = [
     (
         "a_double_release_changes_nothing",
         scenario!(a_double_release_changes_nothing),
+    ),
+    (
+        "an_extend_to_a_shorter_ttl_shortens_a_permit",
+        scenario!(an_extend_to_a_shorter_ttl_shortens_a_permit),
     ),
     (
         "freeing_three_permits_lets_three_waiters_in",

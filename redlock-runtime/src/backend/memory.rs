@@ -17,7 +17,7 @@ use crate::primitive::{
     LockKeys, RecordKeys, Renewal,
 };
 use crate::store::OpError;
-use crate::store::subscribe::{LocalWake, Message, waiter_id};
+use crate::store::subscribe::{Grant, LocalWake, Message, waiter_id};
 
 mod name;
 mod sync;
@@ -175,19 +175,18 @@ impl MemoryBackend {
             }
         };
         let now = Instant::now();
-        let (released, next) = {
-            let mut state = self.state();
-            let released = state.locks.release(keys, token, now);
-            let next = fair
-                .then(|| fair::memory::leave(&mut state.locks, keys, token, now))
-                .flatten();
-            (released, next)
-        };
-        // The next waiter by its id, as `FAIR_LEAVE` publishes it.
-        match next.map(|token| waiter_id(&token)) {
-            Some(next) => self.wake.released(&keys.lock, Message::Named(&next)),
-            None if released => self.wake.released(&keys.lock, Message::Longest),
-            None => {}
+        if fair {
+            let retention = self.fence_retention;
+            let (held, next) =
+                fair::memory::leave(&mut self.state().locks, keys, token, now, retention);
+            if let Some(next) = next {
+                self.wake_next(keys, next, now);
+            }
+            return held;
+        }
+        let released = self.state().locks.release(keys, token, now);
+        if released {
+            self.wake.released(&keys.lock, Message::Longest);
         }
         released
     }
@@ -233,22 +232,52 @@ impl MemoryBackend {
             }
             return ended;
         }
-        let next = {
-            let mut state = self.state();
-            if !state.locks.release(keys, token, now) {
+        if fair {
+            let retention = self.fence_retention;
+            let next = fair::memory::release(&mut self.state().locks, keys, token, now, retention);
+            let Some(next) = next else {
                 return Ended::NotOwner;
-            }
-            fair.then(|| fair::memory::head(&mut state.locks, keys, now))
-                .flatten()
-        };
-        // The first in line, by its id (see `waiter_id`).
-        let next = next.map(|token| waiter_id(&token));
-        let message = next.as_deref().map_or(Message::Longest, Message::Named);
-        self.wake.released(&keys.lock, message);
+            };
+            self.wake_next(keys, next, now);
+            return Ended::Deleted;
+        }
+        if !self.state().locks.release(keys, token, now) {
+            return Ended::NotOwner;
+        }
+        self.wake.released(&keys.lock, Message::Longest);
         Ended::Deleted
     }
 
+    /// Wakes whom a fair release or give-back names, as its script
+    /// publishes it: a grant to the waiter the lock was handed to (by its
+    /// id, see `waiter_id`: never its token), the first in line by its
+    /// id, or a waiter of the key that does not queue.
+    fn wake_next(&self, keys: &LockKeys, next: fair::memory::Next, now: Instant) {
+        match next {
+            fair::memory::Next::Granted { token, fence } => {
+                let id = waiter_id(&token);
+                let grant = Grant {
+                    fence,
+                    at_ms: self.now_ms(now),
+                };
+                (self.wake).released(&keys.lock, Message::Granted { id: &id, grant });
+            }
+            fair::memory::Next::Named(token) => {
+                self.wake
+                    .released(&keys.lock, Message::Named(&waiter_id(&token)));
+            }
+            fair::memory::Next::Longest => self.wake.released(&keys.lock, Message::Longest),
+        }
+    }
+
+    /// A manual extend: the lease is set to its ttl, shorter or not.
     pub(crate) fn extend(&self, renewal: &Renewal<'_>) -> bool {
+        self.renew(renewal, false)
+    }
+
+    /// Renews a lease to `renewal`'s ttl, as the renewal scripts do: a
+    /// `watchdog` renewal never shortens it (see `lease::memory::renewed`).
+    fn renew(&self, renewal: &Renewal<'_>, watchdog: bool) -> bool {
         let Renewal { keys, token, ttl } = *renewal;
         let lock = match keys {
             Keys::Lock(keys) => &keys.lock,
@@ -257,10 +286,11 @@ impl MemoryBackend {
                 return (self.state().records).renew(record, token, ttl, Instant::now());
             }
             Keys::Read(_) | Keys::Permits(_) => {
-                return Shared::of(keys).is_some_and(|shared| self.extend_shared(shared, renewal));
+                return Shared::of(keys)
+                    .is_some_and(|shared| self.extend_shared(shared, renewal, watchdog));
             }
         };
-        (self.state().locks).renew(lock, token, ttl, Instant::now())
+        (self.state().locks).renew(lock, token, (ttl, watchdog), Instant::now())
     }
 
     /// Claims an idempotency record.
@@ -296,9 +326,9 @@ impl MemoryBackend {
         released
     }
 
-    /// Renews each lock of a batch.
+    /// Renews each lease of the watchdog's batch (never shortening one).
     pub(crate) fn extend_many(&self, renewals: &[Renewal<'_>]) -> Vec<Result<bool, OpError>> {
-        renewals.iter().map(|r| Ok(self.extend(r))).collect()
+        renewals.iter().map(|r| Ok(self.renew(r, true))).collect()
     }
 
     /// Issues the fencing token of a lock `token` holds, as

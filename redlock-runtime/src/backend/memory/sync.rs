@@ -112,9 +112,16 @@ impl MemoryBackend {
         released
     }
 
-    /// Resets a reader's or a semaphore holder's lease, if it lasts.
-    pub(super) fn extend_shared(&self, shared: Shared<'_>, renewal: &Renewal<'_>) -> bool {
+    /// Resets a reader's or a semaphore holder's lease, if it lasts (never
+    /// shorter for a `watchdog` renewal).
+    pub(super) fn extend_shared(
+        &self,
+        shared: Shared<'_>,
+        renewal: &Renewal<'_>,
+        watchdog: bool,
+    ) -> bool {
         let Renewal { token, ttl, .. } = *renewal;
+        let ttl = (ttl, watchdog);
         let now = Instant::now();
         let mut state = self.state();
         match shared {

@@ -63,32 +63,98 @@ pub(crate) fn acquire(
     AcquireReply::Acquired { fence, at_ms }
 }
 
-/// The first live waiter in the lock's line (`release.lua` hands the lock
-/// to it), if any.
-pub(crate) fn head(locks: &mut LockTable, keys: &LockKeys, now: Instant) -> Option<String> {
-    (locks.lines.get_mut(&keys.lock))
-        .and_then(|line| line.head(now))
-        .map(str::to_owned)
+/// Whom a fair release or give-back wakes, as its script publishes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The lock was handed to this waiter (`shared/hand_over.lua`), with
+    /// this fencing token: a grant.
+    Granted {
+        /// The waiter's token.
+        token: String,
+        /// The fencing token the hand-over issued.
+        fence: u64,
+    },
+    /// The lock is free and this waiter is first in line: woken by name.
+    Named(String),
+    /// The lock was deleted and no live waiter is in line: a waiter of the
+    /// key that does not queue may take it (the empty message).
+    Longest,
 }
 
-/// A waiter gives up its place (`leave.lua`): the waiter to wake, if the
-/// lock is free.
+/// The lock, which its holder gives up, goes to the first live waiter in
+/// line (`shared/hand_over.lua`): set to the waiter's token for what is
+/// left of its presence, the waiter out of the line, the next fencing
+/// token issued; with no live waiter the lock is deleted.
+pub(crate) fn hand_over(
+    locks: &mut LockTable,
+    keys: &LockKeys,
+    now: Instant,
+    retention: Duration,
+) -> Next {
+    let granted = locks.lines.get_mut(&keys.lock).and_then(|line| {
+        let head = line.head(now)?.to_owned();
+        line.order.pop_front();
+        let until = line.presence.remove(&head)?;
+        Some((head, until))
+    });
+    tidy(locks, keys);
+    let Some((token, until)) = granted else {
+        locks.held.remove(&keys.lock);
+        return Next::Longest;
+    };
+    let lease = (now, until - now);
+    let fence = locks.take((&keys.lock, &keys.fence), &token, lease, retention, true);
+    Next::Granted { token, fence }
+}
+
+/// A fair release (`release.lua`): when `token` holds the lock, the
+/// hand-over ([`hand_over`]) and whom it wakes; `None` (nothing done)
+/// otherwise.
+pub(crate) fn release(
+    locks: &mut LockTable,
+    keys: &LockKeys,
+    token: &str,
+    now: Instant,
+    retention: Duration,
+) -> Option<Next> {
+    let holds = (locks.held.get(&keys.lock)).is_some_and(|h| h.token == token && h.expires > now);
+    holds.then(|| hand_over(locks, keys, now, retention))
+}
+
+/// A waiter gives up (`leave.lua`): it leaves the line; if it holds the
+/// lock (a grant it never took, or an attempt whose answer was lost),
+/// the lock goes on as its release would ([`hand_over`]); if the lock is
+/// free, the first live waiter is woken by name. Whether it held the lock,
+/// and whom to wake.
 pub(crate) fn leave(
     locks: &mut LockTable,
     keys: &LockKeys,
     token: &str,
     now: Instant,
-) -> Option<String> {
-    let free = locks
-        .held
-        .get(&keys.lock)
-        .is_none_or(|lease| lease.expires <= now);
-    let line = locks.lines.get_mut(&keys.lock)?;
-    line.order.retain(|t| t != token);
-    line.presence.remove(token);
-    let head = line.head(now).map(str::to_owned);
-    if line.order.is_empty() {
+    retention: Duration,
+) -> (bool, Option<Next>) {
+    if let Some(line) = locks.lines.get_mut(&keys.lock) {
+        line.order.retain(|t| t != token);
+        line.presence.remove(token);
+    }
+    tidy(locks, keys);
+    let lock = locks.held.get(&keys.lock).filter(|h| h.expires > now);
+    match lock.map(|h| h.token == token) {
+        Some(true) => (true, Some(hand_over(locks, keys, now, retention))),
+        Some(false) => (false, None),
+        None => {
+            let head = (locks.lines.get_mut(&keys.lock))
+                .and_then(|line| line.head(now))
+                .map(str::to_owned);
+            tidy(locks, keys);
+            (false, head.map(Next::Named))
+        }
+    }
+}
+
+/// Drops the lock's line once no one is in it.
+fn tidy(locks: &mut LockTable, keys: &LockKeys) {
+    if (locks.lines.get(&keys.lock)).is_some_and(|line| line.order.is_empty()) {
         locks.lines.remove(&keys.lock);
     }
-    head.filter(|_| free)
 }

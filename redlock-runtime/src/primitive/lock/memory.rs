@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::LockKeys;
+use crate::primitive::lease::memory::renewed;
 use crate::primitive::lease::{AcquireReply, Ended};
 
 /// A key's holder.
@@ -33,6 +34,7 @@ pub(crate) struct Line {
 
 impl Line {
     /// Drops dead waiters from the head; the first live one.
+    #[inline]
     pub(crate) fn head(&mut self, now: Instant) -> Option<&str> {
         while let Some(head) = self.order.front() {
             if self.presence.get(head).is_some_and(|&until| until > now) {
@@ -75,6 +77,7 @@ pub(crate) struct LockTable {
 /// tokens were not issued faster than one per microsecond for longer than
 /// the counter is kept. The models (`redlock-model`) check it across
 /// restarts and failovers through this function.
+#[inline]
 pub(crate) fn next_token(counter: u64, now: Instant, clock_zero: Instant) -> u64 {
     let micros = now.saturating_duration_since(clock_zero).as_micros();
     (counter + 1).max(u64::try_from(micros).unwrap_or(u64::MAX))
@@ -82,6 +85,7 @@ pub(crate) fn next_token(counter: u64, now: Instant, clock_zero: Instant) -> u64
 
 impl LockTable {
     /// An empty table whose fencing clock starts at `clock_zero`.
+    #[inline]
     pub(crate) fn new(clock_zero: Instant) -> Self {
         Self {
             held: HashMap::new(),
@@ -91,7 +95,16 @@ impl LockTable {
         }
     }
 
+    /// Moves the zero of its fencing clock (the models' twins load one
+    /// node's data into a table kept between steps).
+    #[cfg(feature = "test-util")]
+    #[inline]
+    pub(crate) fn set_clock_zero(&mut self, clock_zero: Instant) {
+        self.clock_zero = clock_zero;
+    }
+
     /// Forgets the leases, counters and dead waiters that ended.
+    #[inline]
     pub(crate) fn sweep(&mut self, now: Instant) {
         self.held.retain(|_, lease| lease.expires > now);
         self.fences.retain(|_, f| f.keep_until > now);
@@ -102,6 +115,7 @@ impl LockTable {
     }
 
     /// The fencing counter at `key`, while kept.
+    #[inline]
     pub(crate) fn fence(&self, key: &str) -> u64 {
         self.fences.get(key).map_or(0, |f| f.value)
     }
@@ -119,6 +133,7 @@ impl LockTable {
     /// Redis).
     /// Every step takes the time it runs at from its caller, as a script
     /// reads Redis's clock once: none reads a clock of its own.
+    #[inline]
     pub(crate) fn next_fence(&mut self, counter: &str, now: Instant, retention: Duration) -> u64 {
         let current = match self.fences.get(counter) {
             Some(f) if f.keep_until > now => f.value,
@@ -141,6 +156,7 @@ impl LockTable {
     /// it with a plain `SET NX`, whose token is issued on first ask.
     /// `lock` and `fence`: the key holding the owner's token (a lock's, a
     /// read/write lock's writer) and its fencing counter.
+    #[inline]
     pub(crate) fn take(
         &mut self,
         (lock, fence): (&str, &str),
@@ -169,6 +185,7 @@ impl LockTable {
     /// `SET NX` of a lock whose token is issued on first ask): a lock this
     /// token holds already (an earlier attempt's answer was lost) gets a
     /// new lease and a new token in this tenure, as the script does.
+    #[inline]
     pub(crate) fn acquire(
         &mut self,
         keys: &LockKeys,
@@ -202,6 +219,7 @@ impl LockTable {
 
     /// Deletes the lock if `token` holds it (`release.lua`): whether its
     /// lease still lasted.
+    #[inline]
     pub(crate) fn release(&mut self, keys: &LockKeys, token: &str, now: Instant) -> bool {
         match self.held.get(&keys.lock) {
             Some(lease) if lease.token == token => {
@@ -239,12 +257,20 @@ impl LockTable {
         }
     }
 
-    /// Resets the lease of `lock` (a lock's key, or a writer's) if `token`
-    /// holds it and it lasts (`extend.lua`).
-    pub(crate) fn renew(&mut self, lock: &str, token: &str, ttl: Duration, now: Instant) -> bool {
+    /// Resets the lease of `lock` (a lock's key, or a writer's) to `ttl`
+    /// if `token` holds it and it lasts (`extend.lua`); a `watchdog`
+    /// renewal never shortens it ([`renewed`]).
+    #[inline]
+    pub(crate) fn renew(
+        &mut self,
+        lock: &str,
+        token: &str,
+        (ttl, watchdog): (Duration, bool),
+        now: Instant,
+    ) -> bool {
         match self.held.get_mut(lock) {
             Some(lease) if lease.token == token && lease.expires > now => {
-                lease.expires = now + ttl;
+                lease.expires = renewed(lease.expires, (ttl, watchdog), now);
                 true
             }
             _ => false,
@@ -272,6 +298,7 @@ impl LockTable {
     /// when given a token to raise (a Redlock node). The memory store is
     /// never a Redlock node; the models call it as one.
     #[cfg(feature = "test-util")]
+    #[inline]
     pub(crate) fn raise(&mut self, counter: &str, fence: u64, now: Instant, retention: Duration) {
         if fence > self.fence(counter) {
             let keep_until = now + retention;

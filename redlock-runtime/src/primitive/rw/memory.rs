@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::RwKeys;
 use crate::primitive::lease::AcquireReply;
-use crate::primitive::lease::memory::{Leases, live, tidy};
+use crate::primitive::lease::memory::{Leases, live, renewed, tidy};
 use crate::primitive::lock::memory::LockTable;
 
 /// The readers and the waiting writers of every read/write lock, by its
@@ -153,12 +153,13 @@ impl RwTable {
         }
     }
 
-    /// Resets a reader's lease, if it lasts (`lease/renew.lua`).
+    /// Resets a reader's lease, if it lasts (`lease/renew.lua`): to its ttl
+    /// from `now`, never shorter for a `watchdog` renewal ([`renewed`]).
     pub(crate) fn renew_read(
         &mut self,
         keys: &RwKeys,
         token: &str,
-        ttl: Duration,
+        renewal: (Duration, bool),
         now: Instant,
     ) -> bool {
         match self
@@ -167,7 +168,7 @@ impl RwTable {
             .and_then(|r| r.get_mut(token))
         {
             Some(end) if *end > now => {
-                *end = (*end).max(now + ttl);
+                *end = renewed(*end, renewal, now);
                 true
             }
             _ => false,

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::PermitKeys;
 use crate::primitive::lease::AcquireReply;
-use crate::primitive::lease::memory::tidy;
+use crate::primitive::lease::memory::{renewed, tidy};
 
 /// Each semaphore's holders, by its holders key: token -> (permits, lease
 /// end).
@@ -69,12 +69,13 @@ impl PermitTable {
         held.map(|(permits, end)| (end > now, permits))
     }
 
-    /// Resets a holder's lease, if it lasts (`lease/renew.lua`).
+    /// Resets a holder's lease, if it lasts (`lease/renew.lua`): to its ttl
+    /// from `now`, never shorter for a `watchdog` renewal ([`renewed`]).
     pub(crate) fn renew(
         &mut self,
         keys: &PermitKeys,
         token: &str,
-        ttl: Duration,
+        renewal: (Duration, bool),
         now: Instant,
     ) -> bool {
         let end = (self.holders.get_mut(&keys.holders))
@@ -82,7 +83,7 @@ impl PermitTable {
             .map(|(_, end)| end);
         match end {
             Some(end) if *end > now => {
-                *end = (*end).max(now + ttl);
+                *end = renewed(*end, renewal, now);
                 true
             }
             _ => false,

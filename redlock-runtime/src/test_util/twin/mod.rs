@@ -23,7 +23,7 @@
 //! has a clock that reads zero throughout, the broken variant of the
 //! fencing rule.
 //!
-//! One file per twin: [`LockNode`] (`lock.rs`), [`RecordNode`]
+//! One file per twin: [`LockNode`] (`lock.rs`), [`FairNode`] (`fair.rs`), [`RecordNode`]
 //! (`record.rs`), [`LatchNode`] (`latch.rs`), [`SemaphoreNode`]
 //! (`semaphore.rs`), [`RwNode`] (`rw.rs`); here, the clock they share.
 
@@ -64,12 +64,14 @@ macro_rules! node_identity {
     };
 }
 
+mod fair;
 mod latch;
 mod lock;
 mod record;
 mod rw;
 mod semaphore;
 
+pub use fair::{FairNode, FairWake};
 pub use latch::LatchNode;
 pub use lock::LockNode;
 pub use record::{RecordClaim, RecordNode, RecordState};
@@ -91,18 +93,21 @@ pub const RETENTION: Duration = Duration::from_secs(3_600);
 /// The instant of tick 0 (one per process): a second after its first
 /// use, so that the zero of a clock ahead by up to 255 ticks is after it
 /// too (no instant before the process's is ever made).
+#[inline]
 fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
     *BASE.get_or_init(|| Instant::now() + Duration::from_secs(1))
 }
 
 /// The instant of tick `t`.
+#[inline]
 fn at(t: u8) -> Instant {
     base() + TICK * u32::from(t)
 }
 
 /// The tick an instant falls in (rounded up: a lease ending within tick `t`
 /// has ended at `t`).
+#[inline]
 fn tick_of(instant: Instant) -> u64 {
     let nanos = instant.saturating_duration_since(base()).as_nanos();
     let tick = nanos.div_ceil(TICK.as_nanos());

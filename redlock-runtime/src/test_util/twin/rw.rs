@@ -81,17 +81,17 @@ impl RwNode {
     }
 
     /// Renews `token`'s read lease for `ttl` ticks from `now`: whether it
-    /// lasted.
+    /// lasted (the watchdog's renewal: a longer lease is kept).
     pub fn renew_read(&mut self, token: &str, ttl: u8, now: u8) -> bool {
         let ttl = TICK * u32::from(ttl);
-        self.step(|rw, _, keys| rw.renew_read(keys, token, ttl, at(now)))
+        self.step(|rw, _, keys| rw.renew_read(keys, token, (ttl, true), at(now)))
     }
 
     /// Renews `token`'s write lease for `ttl` ticks from `now`: whether it
-    /// lasted.
+    /// lasted (the watchdog's renewal: a longer lease is kept).
     pub fn renew_write(&mut self, token: &str, ttl: u8, now: u8) -> bool {
         let ttl = TICK * u32::from(ttl);
-        self.step(|_, locks, keys| locks.renew(&keys.rw, token, ttl, at(now)))
+        self.step(|_, locks, keys| locks.renew(&keys.rw, token, (ttl, true), at(now)))
     }
 
     /// Releases `token`'s read lease at `now`: whether it lasted.

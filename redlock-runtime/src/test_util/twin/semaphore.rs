@@ -61,10 +61,12 @@ impl SemaphoreNode {
     }
 
     /// Renews `token`'s lease for `ttl` ticks from `now`: whether it
-    /// lasted.
+    /// lasted (the watchdog's renewal: a longer lease is kept).
     pub fn renew(&mut self, token: &str, ttl: u8, now: u8) -> bool {
         let ttl = TICK * u32::from(ttl);
-        self.step(1, |table, keys| table.renew(keys, token, ttl, at(now)))
+        self.step(1, |table, keys| {
+            table.renew(keys, token, (ttl, true), at(now))
+        })
     }
 
     /// Gives `token`'s permits back at `now`: whether it was a holder.
