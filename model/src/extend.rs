@@ -28,8 +28,11 @@
 //!   at any tick while it presumes the lock held. It stops waiting for a
 //!   call whose answer is late ([`Action::GiveUp`], bounded by
 //!   [`Config::timeouts`]): the request may still land later.
-//! - **The node** applies a request when it lands, in any order: the
-//!   script's rule or the conditional `SET`'s ([`Config::conditional`]).
+//! - **The node** is the in-memory twin's [`LockNode`]: it applies a
+//!   request when it lands, in any order, by the script's rule (a
+//!   renewal keeps a longer lease, [`LockNode::renew`]; an extend sets
+//!   it, [`LockNode::extend`]) or the conditional `SET`'s (every call sets
+//!   it, [`LockNode::extend`]'s rule) ([`Config::conditional`]).
 //!
 //! # Properties
 //! - [`COUNTED_LEASE_HELD`]: whenever the holder presumes the lock held,
@@ -42,7 +45,11 @@
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::LockNode;
 use stateright::{Model, Property};
+
+/// The holder's owner token.
+const HOLDER: &str = "holder";
 
 /// [`Property`] names.
 pub const COUNTED_LEASE_HELD: &str = "the node holds the lock while the holder presumes it";
@@ -117,8 +124,8 @@ pub struct Call {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// The tick the node's lock expires (the holder's; never another's).
-    expires: u8,
+    /// The node: the holder's lock (no one else takes it).
+    node: LockNode,
     /// The lease the holder counts on: the ttl renewals use, and the
     /// latest confirmation sent.
     ttl: u8,
@@ -141,6 +148,10 @@ pub struct State {
 impl State {
     fn presumed(&self) -> bool {
         !self.lost && self.now < self.until
+    }
+
+    fn held(&self) -> bool {
+        self.node.holder(self.now).is_some()
     }
 
     fn tracked(&self) -> bool {
@@ -175,9 +186,11 @@ impl Model for ExtendModel {
 
     fn init_states(&self) -> Vec<State> {
         let ttl = self.0.ttl;
+        let mut node = LockNode::new();
+        node.acquire(HOLDER, ttl, 0);
         vec![State {
             now: 0,
-            expires: ttl,
+            node,
             ttl,
             sent: 0,
             until: ttl,
@@ -251,13 +264,11 @@ impl Model for ExtendModel {
             }
             Action::Land(i) => {
                 let call = s.calls[i];
-                let held = s.expires > s.now;
-                if held {
-                    let keeps_longer = call.kind == Kind::Renewal && !c.conditional;
-                    if !(keeps_longer && s.expires - s.now >= call.ttl) {
-                        s.expires = s.now + call.ttl;
-                    }
-                }
+                let held = if call.kind == Kind::Renewal && !c.conditional {
+                    s.node.renew(HOLDER, call.ttl, s.now)
+                } else {
+                    s.node.extend(HOLDER, call.ttl, s.now)
+                };
                 if call.abandoned {
                     s.calls.remove(i);
                 } else {
@@ -301,9 +312,7 @@ impl Model for ExtendModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always(COUNTED_LEASE_HELD, |_, s: &State| {
-                !s.presumed() || s.expires > s.now
-            }),
+            Property::always(COUNTED_LEASE_HELD, |_, s: &State| !s.presumed() || s.held()),
             Property::sometimes(EXTENDED_AFTER_A_TIMEOUT, |_, s: &State| {
                 s.extended_after_timeout
             }),

@@ -3,7 +3,9 @@
 //!
 //! # What is modelled
 //! - **Time** is one global clock in ticks.
-//! - **The node** keeps the lock (its holder and expiry) and the line:
+//! - **The node** is the in-memory twin's [`FairNode`] (the memory
+//!   store's steps of fair mode, which hands the lock over as the scripts
+//!   do since issue 35). It keeps the lock (its holder and expiry) and the line:
 //!   waiters' tokens in arrival order, each with a presence deadline
 //!   ([`Config::presence`] ticks after its last ask). `fair/acquire.lua`:
 //!   the lock is taken when it is free and the asker is first in line (or
@@ -35,15 +37,19 @@
 //!   counterexample.
 //! - [`GRANTED`] (`sometimes`): a release handed the lock to a waiter.
 //!
-//! [`Broken::FreeLockToAnyone`] (the plain acquire on a fair lock) lets a
-//! client take a free lock ahead of the line: [`NO_OVERTAKING`] fails.
+//! [`Broken::FreeLockToAnyone`] (the plain acquire on a fair lock,
+//! [`FairNode::acquire_plain`], then the line when the lock is taken) lets
+//! a client take a free lock ahead of the line: [`NO_OVERTAKING`] fails.
 //! [`Broken::NoPresence`] keeps a waiter's place however long it stays
-//! silent: a dead waiter at the head blocks the line for good, and
-//! [`BOUNDED_WAIT`] fails.
+//! silent (its presence outlasts the model's clock): a dead waiter at the
+//! head blocks the line for good, and [`BOUNDED_WAIT`] fails.
 
 use std::fmt;
 
+use redlock_runtime::test_util::twin::{FairNode, FairWake};
 use stateright::{Model, Property};
+
+use crate::{Token, TokenText};
 
 /// [`Property`] names.
 pub const NO_OVERTAKING: &str = "no client takes the lock ahead of a live waiter";
@@ -121,10 +127,8 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// The holder (a client) and when its lease ends.
-    lock: Option<(u8, u8)>,
-    /// The line: clients in arrival order, each with its presence deadline.
-    line: Vec<(u8, u8)>,
+    /// The node: the lock and its line, the in-memory twin's.
+    node: FairNode,
     clients: Vec<Phase>,
     /// Places handed out so far (ghost).
     places: u8,
@@ -155,34 +159,18 @@ pub enum Action {
 pub struct FairModel(pub Config);
 
 impl FairModel {
-    /// Drops the waiters at the head whose presence ran out; the first
-    /// live one.
-    fn purge(&self, s: &mut State) -> Option<u8> {
-        while let Some(&(head, until)) = s.line.first() {
-            if until > s.now || self.0.broken == Some(Broken::NoPresence) {
-                return Some(head);
-            }
-            s.line.remove(0);
-        }
-        None
-    }
-
-    /// `shared/hand_over.lua`: the lock goes to the first live waiter,
-    /// for what is left of its presence, or is deleted.
-    fn hand_over(&self, s: &mut State) {
-        match self.purge(s) {
-            Some(head) => {
-                let (_, until) = s.line.remove(0);
-                s.lock = Some((head, until));
-                s.granted = true;
-            }
-            None => s.lock = None,
+    /// How long a waiter's place lasts: [`Config::presence`], or (broken)
+    /// longer than the model's clock runs.
+    fn presence(&self) -> u8 {
+        match self.0.broken {
+            Some(Broken::NoPresence) => NO_PRESENCE,
+            _ => self.0.presence,
         }
     }
 
-    /// `client` takes the lock: no live waiter that came before it may
-    /// still wait.
-    fn take(&self, s: &mut State, client: u8) {
+    /// `client` took the lock at its ask: no live waiter that came before
+    /// it may still wait.
+    fn took(&self, s: &mut State, client: u8) {
         let mine = match s.clients[usize::from(client)] {
             Phase::Waiting { place, .. } => place,
             _ => u8::MAX,
@@ -192,10 +180,18 @@ impl FairModel {
                 && matches!(*p, Phase::Waiting { place, live: true, .. } if place < mine)
         });
         s.overtaken |= overtaken;
-        s.lock = Some((client, s.now + self.0.ttl));
         s.clients[usize::from(client)] = Phase::Holding;
     }
 }
+
+/// Client `client`'s owner token.
+fn token(client: u8) -> TokenText {
+    Token { client, attempt: 0 }.text()
+}
+
+/// The presence of the broken variant that keeps every place: past the
+/// end of any model's clock.
+const NO_PRESENCE: u8 = 200;
 
 impl Model for FairModel {
     type State = State;
@@ -204,8 +200,7 @@ impl Model for FairModel {
     fn init_states(&self) -> Vec<State> {
         vec![State {
             now: 1,
-            lock: None,
-            line: Vec::new(),
+            node: FairNode::new(),
             clients: vec![Phase::Idle; usize::from(self.0.clients)],
             places: 0,
             overtaken: false,
@@ -217,10 +212,13 @@ impl Model for FairModel {
         let c = &self.0;
         // A live waiter asks again before its presence runs out (in line,
         // or in a grant it has not taken yet): the clock waits for it.
+        let soon = u64::from(state.now) + 1;
+        let line = state.node.line();
         let deadline_now = state.clients.iter().enumerate().any(|(i, p)| {
-            let due = |&(w, until): &(u8, u8)| usize::from(w) == i && until <= state.now + 1;
+            let me = token(u8::try_from(i).unwrap_or(u8::MAX));
+            let due = |&(w, until): &(&str, u64)| w == &*me && until <= soon;
             matches!(p, Phase::Waiting { live: true, .. })
-                && (state.line.iter().any(due) || state.lock.as_ref().is_some_and(due))
+                && (line.iter().any(due) || state.node.stored().as_ref().is_some_and(due))
         });
         if state.now < c.max_time && !deadline_now {
             actions.push(Action::Tick);
@@ -247,49 +245,36 @@ impl Model for FairModel {
         let mut s = last.clone();
         let now = s.now;
         let c = &self.0;
-        let holder = s.lock.filter(|&(_, until)| until > now).map(|(h, _)| h);
+        let holds = |s: &State, client: u8| s.node.holder(now) == Some(&*token(client));
         match action {
             Action::Tick => s.now += 1,
             Action::Ask(client) => {
-                if holder == Some(client) {
-                    // Granted by a release: its own at this ask.
-                    s.clients[usize::from(client)] = Phase::Holding;
-                    s.lock = Some((client, now + c.ttl));
-                    return Some(s);
-                }
-                let anyone = c.broken == Some(Broken::FreeLockToAnyone);
-                let head = s.line.first().map(|&(w, _)| w);
-                if holder.is_none() && (anyone || head.is_none() || head == Some(client)) {
-                    s.line.retain(|&(w, _)| w != client);
-                    self.take(&mut s, client);
-                    return Some(s);
-                }
-                let head = self.purge(&mut s);
-                if holder.is_some() || head.is_some_and(|h| h != client) {
-                    let until = now + c.presence;
-                    match s.line.iter_mut().find(|(w, _)| *w == client) {
-                        Some(entry) => entry.1 = until,
-                        None => s.line.push((client, until)),
+                let me = token(client);
+                let granted = holds(&s, client);
+                // Broken: the plain acquire takes a free lock; a client
+                // that finds it taken waits in line.
+                let plain = c.broken == Some(Broken::FreeLockToAnyone)
+                    && s.node.acquire_plain(&me, c.ttl, now);
+                if plain || s.node.acquire(&me, c.ttl, self.presence(), now) {
+                    if granted {
+                        // Granted by a release: its own at this ask.
+                        s.clients[usize::from(client)] = Phase::Holding;
+                    } else {
+                        self.took(&mut s, client);
                     }
-                    if s.clients[usize::from(client)] == Phase::Idle {
-                        s.clients[usize::from(client)] = Phase::Waiting {
-                            since: now,
-                            place: s.places,
-                            live: true,
-                        };
-                        s.places += 1;
-                    }
-                } else {
-                    s.line.retain(|&(w, _)| w != client);
-                    self.take(&mut s, client);
+                } else if s.clients[usize::from(client)] == Phase::Idle {
+                    s.clients[usize::from(client)] = Phase::Waiting {
+                        since: now,
+                        place: s.places,
+                        live: true,
+                    };
+                    s.places += 1;
                 }
             }
             Action::GiveUp(client) => {
-                s.line.retain(|&(w, _)| w != client);
+                let (_, woke) = s.node.leave(&token(client), now);
+                s.granted |= matches!(woke, Some(FairWake::Granted(_)));
                 s.clients[usize::from(client)] = Phase::Done;
-                if holder == Some(client) {
-                    self.hand_over(&mut s);
-                }
             }
             Action::Die(client) => {
                 let Phase::Waiting { since, place, .. } = s.clients[usize::from(client)] else {
@@ -302,10 +287,9 @@ impl Model for FairModel {
                 };
             }
             Action::Release(client) => {
+                let woke = s.node.release(&token(client), now);
+                s.granted |= matches!(woke, Some(FairWake::Granted(_)));
                 s.clients[usize::from(client)] = Phase::Done;
-                if holder == Some(client) {
-                    self.hand_over(&mut s);
-                }
             }
             Action::Crash(client) => s.clients[usize::from(client)] = Phase::Done,
         }

@@ -503,12 +503,12 @@ impl Model for LockModel {
                     Some((stored, _)) if self.0.broken == Some(Broken::NoOwnerCheck) => {
                         stored.to_owned()
                     }
-                    _ => token.clone(),
+                    _ => token.to_string(),
                 };
                 s.primary.release(&sent, now);
                 // Another owner's lease lasted, and the release ended it.
                 if let Some(other) = before
-                    && other != token
+                    && *other != *token
                     && s.primary.holder(now) != Some(other.as_str())
                 {
                     s.deleted_other = true;

@@ -31,6 +31,11 @@
 //!   so that the next majority, which shares a node with this one, issues
 //!   a larger one. (No fenced store here: [`crate::lock`] shows what the
 //!   store makes of tokens that increase.)
+//! - **A node** is the in-memory twin's [`LockNode`]
+//!   (`redlock_runtime::test_util::twin`): the memory store's steps for
+//!   `acquire.lua` and `release.lua`, which the differential suite checks
+//!   against the scripts. Node 0's is built
+//!   [`with_clock_ahead`](LockNode::with_clock_ahead) the skew.
 //! - **Nodes** restart empty (no persistence), at once or after the
 //!   restart delay (granting nothing for one ttl, what
 //!   `LockClientBuilder::restart_delay` does), at most once in all.
@@ -58,7 +63,7 @@ use stateright::{Model, Property};
 
 pub use crate::Token;
 pub use crate::lock::{MUTUAL_EXCLUSION, TOKENS_INCREASE};
-pub use crate::node::Node;
+use redlock_runtime::test_util::twin::LockNode;
 
 /// A `sometimes` property: the bounds reach a second hold.
 pub const TWO_HOLDS: &str = "two acquires held the lock";
@@ -169,9 +174,11 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    nodes: Vec<Node>,
-    /// How far each node's clock reads ahead of `now` (fixed).
-    offsets: Vec<u8>,
+    /// The masters, each the in-memory twin's lock node (node 0's clock
+    /// reading the skew ahead).
+    nodes: Vec<LockNode>,
+    /// Each node grants nothing before this tick: a restart delay.
+    down_until: Vec<u8>,
     clients: Vec<(Phase, u8)>,
     /// The largest token of the holds released so far (ghost).
     released: u64,
@@ -227,12 +234,13 @@ impl RedlockModel {
     /// counters to `fence` (0: nothing to raise).
     fn release(&self, s: &mut State, token: Token, fence: u64) {
         let now = s.now;
-        for node in s.nodes.iter_mut().filter(|n| n.down_until <= now) {
-            if node.lock.map(|(t, _)| t) == Some(token) {
-                node.lock = None;
-            }
-            if self.0.broken != Some(Broken::NoRaise) {
-                node.counter = node.counter.max(fence);
+        let token = token.text();
+        let up = (s.down_until.iter()).map(|&until| until <= now);
+        for (node, _) in s.nodes.iter_mut().zip(up).filter(|(_, up)| *up) {
+            if self.0.broken == Some(Broken::NoRaise) {
+                node.release(&token, now);
+            } else {
+                node.release_raising(&token, fence, now);
             }
         }
     }
@@ -243,14 +251,14 @@ impl Model for RedlockModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let mut offsets = vec![0; usize::from(self.0.nodes)];
-        if let Some(first) = offsets.first_mut() {
-            *first = self.0.skew;
+        let mut nodes = vec![LockNode::new(); usize::from(self.0.nodes)];
+        if let Some(first) = nodes.first_mut() {
+            *first = LockNode::with_clock_ahead(self.0.skew);
         }
         vec![State {
             now: 1,
-            nodes: vec![Node::empty(); usize::from(self.0.nodes)],
-            offsets,
+            nodes,
+            down_until: vec![0; usize::from(self.0.nodes)],
             clients: vec![(Phase::Idle, 0); usize::from(self.0.clients)],
             released: 0,
             holds: 0,
@@ -348,12 +356,13 @@ impl Model for RedlockModel {
                 else {
                     return None;
                 };
-                let clock = now + s.offsets[usize::from(node)];
-                let n = &mut s.nodes[usize::from(node)];
-                if n.down_until <= now && n.holder(now).is_none() {
-                    // The node's clock runs its ttl out `early` ticks early.
-                    n.lock = Some((token, now + c.ttl.saturating_sub(early).max(1)));
-                    fence = fence.max(n.next_fence(clock, true));
+                let n = usize::from(node);
+                // The node's clock runs its ttl out `early` ticks early.
+                let ttl = c.ttl.saturating_sub(early).max(1);
+                if s.down_until[n] <= now
+                    && let Some(issued) = s.nodes[n].acquire(&token.text(), ttl, now)
+                {
+                    fence = fence.max(issued);
                     granted |= 1 << node;
                 }
                 s.clients[usize::from(client)].0 = Phase::Asking {
@@ -402,11 +411,10 @@ impl Model for RedlockModel {
             Action::Restart(node) => {
                 s.restarted = true;
                 s.now += 1;
-                let n = &mut s.nodes[usize::from(node)];
-                n.lock = None;
-                n.counter = 0;
+                let n = usize::from(node);
+                s.nodes[n] = s.nodes[n].restarted_empty();
                 if c.restart == Restart::AfterDelay {
-                    n.down_until = s.now + c.ttl;
+                    s.down_until[n] = s.now + c.ttl;
                 }
             }
         }

@@ -308,7 +308,7 @@ impl Model for RwModel {
                     Some(writer) if self.0.broken == Some(Broken::DowngradeWithoutOwner) => {
                         writer.to_owned()
                     }
-                    _ => token.text(),
+                    _ => token.text().to_string(),
                 };
                 if s.node.downgrade(&owner, ttl, now) {
                     s.downgraded = true;
