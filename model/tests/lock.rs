@@ -10,10 +10,9 @@
 //! `REDLOCK_MODEL_TICKS=<n>` runs every check with a longer clock (default
 //! 6 ticks, a ttl of 3); `REDLOCK_MODEL_ACQUIRES=<n>` with more acquires
 //! per client (default 2). The nodes are the in-memory twin's
-//! (`LockNode`), about three times the old restated node's cost per
-//! state: 6 ticks check in about 80 s on 2 cores, 7 ticks (the bound
-//! before the twin) in about 180 s (`REDLOCK_MODEL_TICKS=7`); both find
-//! every counterexample below.
+//! (`LockNode`): 6 ticks check in about 40 s on 2 cores, 7 ticks (the
+//! bound before the twin) in about 110 s (`REDLOCK_MODEL_TICKS=7`, one
+//! check at a time); both find every counterexample below.
 
 mod support;
 

@@ -93,11 +93,16 @@ enum Step {
     /// A fair `acquire` that waits [`FAIR_WAIT`]: it joins the line when
     /// the lock is held, and leaves it when its wait runs out.
     FairWait { owner: usize, name: usize },
-    /// `extend` of the owner's lease of `kind`, if it has one.
+    /// `extend` of the owner's lease of `kind`, if it has one, to the
+    /// sequence's ttl; when `shorten`, first to [`LONG_TTL`] (in the
+    /// sequences where time passes, the second extend shortens the lease,
+    /// which must then end at the next lapse: a manual extend sets the
+    /// lease, as the scripts do).
     Extend {
         owner: usize,
         name: usize,
         kind: Kind,
+        shorten: bool,
     },
     /// `release` of the owner's lease of `kind`, if it has one.
     Release {
@@ -164,8 +169,14 @@ impl fmt::Debug for Step {
             Step::FairWait { owner, name } => {
                 write!(f, "owner {owner}: fair wait {FAIR_WAIT:?} for n{name}")
             }
-            Step::Extend { owner, name, kind } => {
-                write!(f, "owner {owner}: extend {kind:?} n{name}")
+            Step::Extend {
+                owner,
+                name,
+                kind,
+                shorten,
+            } => {
+                let to = if shorten { " long, then back" } else { "" };
+                write!(f, "owner {owner}: extend {kind:?} n{name}{to}")
             }
             Step::Release { owner, name, kind } => {
                 write!(f, "owner {owner}: release {kind:?} n{name}")
@@ -228,8 +239,14 @@ fn step(lapse: bool) -> BoxedStrategy<Step> {
     let locks = prop_oneof![
         8 => take,
         1 => (owner.clone(), name.clone()).prop_map(|(owner, name)| Step::FairWait { owner, name }),
-        2 => (owner.clone(), name.clone(), kind())
-            .prop_map(|(owner, name, kind)| Step::Extend { owner, name, kind }),
+        2 => (owner.clone(), name.clone(), kind(), any::<bool>()).prop_map(
+            |(owner, name, kind, shorten)| Step::Extend {
+                owner,
+                name,
+                kind,
+                shorten
+            }
+        ),
         6 => (owner.clone(), name.clone(), kind())
             .prop_map(|(owner, name, kind)| Step::Release { owner, name, kind }),
         2 => (owner.clone(), name.clone()).prop_map(|(owner, name)| Step::Downgrade { owner, name }),
@@ -500,12 +517,30 @@ impl Side {
                     Err(e) => Seen::Failed(class(&e)),
                 }
             }
-            Step::Extend { owner, name, kind } => {
-                let ttl = self.ttl;
-                let answer = match self.leases.get(&(owner, name, kind)) {
-                    Some(Lease::Guard(g)) => g.extend(ttl).await,
-                    Some(Lease::Permit(p)) => p.extend(ttl).await,
-                    _ => return Seen::Nothing,
+            Step::Extend {
+                owner,
+                name,
+                kind,
+                shorten,
+            } => {
+                let lease = self.leases.get(&(owner, name, kind));
+                let extend = |ttl| async move {
+                    match lease {
+                        Some(Lease::Guard(g)) => Some(g.extend(ttl).await),
+                        Some(Lease::Permit(p)) => Some(p.extend(ttl).await),
+                        _ => None,
+                    }
+                };
+                let longer = match shorten {
+                    true => extend(LONG_TTL).await,
+                    false => Some(Ok(())),
+                };
+                let answer = match longer {
+                    Some(Ok(())) => extend(self.ttl).await,
+                    other => other,
+                };
+                let Some(answer) = answer else {
+                    return Seen::Nothing;
                 };
                 answer.map_or_else(|e| Seen::Failed(class(&e)), |()| Seen::Done)
             }
