@@ -41,8 +41,10 @@
 //! [`FairNode::acquire_plain`], then the line when the lock is taken) lets
 //! a client take a free lock ahead of the line: [`NO_OVERTAKING`] fails.
 //! [`Broken::NoPresence`] keeps a waiter's place however long it stays
-//! silent (its presence outlasts the model's clock): a dead waiter at the
-//! head blocks the line for good, and [`BOUNDED_WAIT`] fails.
+//! silent (the node is told a presence that outlasts the model's clock,
+//! while a live waiter still asks within [`Config::presence`]): a dead
+//! waiter at the head blocks the line for good, and [`BOUNDED_WAIT`]
+//! fails.
 
 use std::fmt;
 
@@ -212,7 +214,10 @@ impl Model for FairModel {
         let c = &self.0;
         // A live waiter asks again before its presence runs out (in line,
         // or in a grant it has not taken yet): the clock waits for it.
-        let soon = u64::from(state.now) + 1;
+        // A waiter asks again within `presence` of its last ask, also when
+        // (broken) the node keeps its place longer: its deadline on the
+        // node less that extra.
+        let soon = u64::from(state.now) + 1 + u64::from(self.presence().saturating_sub(c.presence));
         let line = state.node.line();
         let deadline_now = state.clients.iter().enumerate().any(|(i, p)| {
             let me = token(u8::try_from(i).unwrap_or(u8::MAX));
