@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use redlock_runtime::records::{
-    ChannelSubscription, Claimed, Completion, RecordError, RecordKeys, Records,
-};
+use redlock_runtime::records::{Claimed, Completion, RecordError, RecordKeys, Records};
 use redlock_runtime::{LockClient, RedisPool};
 
 /// Where the layer keeps its records: made from a [`LockClient`] (its
@@ -112,53 +110,19 @@ impl Stored {
     }
 }
 
-/// A registered interest in a record's next change (for
-/// `wait_for_result`): registered before the record is read again, so a
-/// change in between is not missed. `None` inside: no push, poll.
-pub(crate) struct RecordChanges(Option<ChannelSubscription>);
-
-impl RecordChanges {
-    /// Waits for the next change, at most `max`. True when woken by one.
-    pub(crate) async fn changed(&mut self, max: Duration) -> bool {
-        match &self.0 {
-            Some(subscription) => tokio::time::timeout(max, subscription.changed())
-                .await
-                .is_ok(),
-            None => {
-                tokio::time::sleep(max).await;
-                false
-            }
-        }
-    }
-
-    /// Passes a wake-up on to the next watcher in this process (each
-    /// change wakes one).
-    pub(crate) fn pass_on(&self) {
-        if let Some(subscription) = &self.0 {
-            subscription.wake_next();
-        }
-    }
-}
-
 impl IdempotencyStore {
-    /// absent -> in progress (the lease renewed by the client's watchdog
-    /// until completed, released or dropped), or what is there.
+    /// Claims the record, waiting up to `wait` while another request
+    /// holds it (see [`Records::claim_waiting`]).
     pub(crate) async fn claim(
         &self,
         keys: &RecordKeys,
         fingerprint: &str,
-        lease: Duration,
-        fence_ttl: Duration,
-        limit: Duration,
+        (lease, fence_ttl, limit): (Duration, Duration, Duration),
+        wait: Duration,
     ) -> Result<Claimed, RecordError> {
         self.records
-            .claim(keys, fingerprint, lease, fence_ttl, limit)
+            .claim_waiting(keys, fingerprint, lease, fence_ttl, limit, wait)
             .await
-    }
-
-    /// Starts watching a record for changes.
-    pub(crate) async fn subscribe(&self, keys: &RecordKeys, limit: Duration) -> RecordChanges {
-        RecordChanges(self.records.subscribe(keys, limit).await)
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) enum Attr {
     Lock,
     /// `#[distributed_semaphore]`.
     Semaphore,
+    /// `#[idempotent]`.
+    Idempotent,
 }
 
 impl Attr {
@@ -30,6 +32,7 @@ impl Attr {
         match self {
             Attr::Lock => "distributed_lock",
             Attr::Semaphore => "distributed_semaphore",
+            Attr::Idempotent => "idempotent",
         }
     }
 
@@ -38,6 +41,7 @@ impl Attr {
         match self {
             Attr::Lock => "the lock",
             Attr::Semaphore => "a permit",
+            Attr::Idempotent => "its key's record",
         }
     }
 
@@ -51,12 +55,42 @@ impl Attr {
             Attr::Semaphore => {
                 "`key`, `permits`, `ttl`, `wait`, `on_busy`, `renew`, `on_lost`, `client`, `crate`"
             }
+            Attr::Idempotent => {
+                "`key`, `ttl`, `lease`, `wait`, `scope`, `fingerprint`, `client`, `crate`"
+            }
         }
     }
 
     /// Why `option` does not apply to this attribute, if it does not.
-    fn refuses(self, option: &Opt) -> Option<&'static str> {
-        match (self, option) {
+    fn refuses(self, option: &Opt) -> Option<String> {
+        let lock_only = matches!(
+            option,
+            Opt::Keys(_)
+                | Opt::Mode(_)
+                | Opt::Permits(_)
+                | Opt::OnBusy(_)
+                | Opt::HoldAtLeast(_)
+                | Opt::Renew(_)
+                | Opt::OnLost(_)
+                | Opt::Fair(_)
+        );
+        let idempotent_only = matches!(option, Opt::Lease(_) | Opt::Scope(_) | Opt::Fingerprint(_));
+        if self == Attr::Idempotent && lock_only {
+            return Some(format!(
+                "`{}` does not apply to `#[idempotent]`, which runs the body once per key and \
+                 replays its result; its options are {}",
+                option.name(),
+                self.options()
+            ));
+        }
+        if self != Attr::Idempotent && idempotent_only {
+            return Some(format!(
+                "`{}` is an option of `#[idempotent]`, not of `#[{}]`; remove it",
+                option.name(),
+                self.name()
+            ));
+        }
+        let reason: Option<&'static str> = match (self, option) {
             (Attr::Lock, Opt::Permits(_)) => Some(
                 "`permits` is an option of `#[distributed_semaphore]`: to let several calls run \
                  at once, write `#[distributed_semaphore(key = \"..\", permits = 4)]`",
@@ -79,7 +113,8 @@ impl Attr {
                  back when the body ends; remove it",
             ),
             _ => None,
-        }
+        };
+        reason.map(str::to_owned)
     }
 }
 
@@ -113,6 +148,8 @@ pub(crate) enum Take {
     /// `client.semaphore(key, limit)`, one permit per call:
     /// `#[distributed_semaphore(permits = limit)]`.
     Permit { limit: u32, span: Span },
+    /// `client.idempotent(key)`: `#[idempotent]`.
+    Idempotent,
 }
 
 /// The checked arguments. Fields left `None` take the runtime's defaults.
@@ -130,6 +167,12 @@ pub(crate) struct LockArgs {
     pub(crate) fair: bool,
     pub(crate) client: Option<Expr>,
     pub(crate) crate_path: Option<Path>,
+    /// `#[idempotent]`: `lease = ".."`.
+    pub(crate) lease: Option<DurationArg>,
+    /// `#[idempotent]`: `scope = ".."`.
+    pub(crate) scope: Option<syn::LitStr>,
+    /// `#[idempotent]`: `fingerprint = ".."`, a template as `key`'s.
+    pub(crate) fingerprint: Option<KeyTemplate>,
 }
 
 /// The options that decide [`Take`], with their spans, until they are
@@ -159,6 +202,9 @@ pub(crate) fn parse(attr: Attr, args: TokenStream, cx: &mut Ctxt) -> LockArgs {
         fair: false,
         client: None,
         crate_path: None,
+        lease: None,
+        scope: None,
+        fingerprint: None,
     };
     let parsed = syn::parse::Parser::parse2(
         |input: ParseStream<'_>| Ok(options::parse_options(input, attr.options(), cx)),
@@ -219,7 +265,26 @@ pub(crate) fn parse(attr: Attr, args: TokenStream, cx: &mut Ctxt) -> LockArgs {
                     shape.permits = Some((limit, lit.span()));
                 }
             }
+            Opt::Ttl(input) if attr == Attr::Idempotent => {
+                out.ttl = input.check(duration::retention, cx);
+            }
             Opt::Ttl(input) => out.ttl = input.check(duration::ttl, cx),
+            Opt::Lease(input) => out.lease = input.check(duration::lease, cx),
+            Opt::Scope(lit) => {
+                let len = lit.value().len();
+                if len == 0 || len > 256 {
+                    cx.error(
+                        lit.span(),
+                        "`scope` names what work this is (\"payments\"): 1 to 256 bytes",
+                    );
+                } else {
+                    out.scope = Some(lit);
+                }
+            }
+            Opt::Fingerprint(lit) => match KeyTemplate::parse(&lit) {
+                Ok(template) => out.fingerprint = Some(template),
+                Err(e) => cx.push(e),
+            },
             Opt::Wait(input) => out.wait = input.check(duration::wait, cx),
             Opt::HoldAtLeast(input) => {
                 shape.plain_only.push(("hold_at_least", name_span));
@@ -294,6 +359,11 @@ fn missing_key(attr: Attr) -> &'static str {
             "missing `key`: write `#[distributed_semaphore(key = \"jobs:<queue>\", permits = \
              4)]`, where `<queue>` names an argument of the function"
         }
+        Attr::Idempotent => {
+            "missing `key`: write `#[idempotent(key = \"payment:<msg.id>\")]`, where \
+             `<msg.id>` names an argument of the function (or a field of one): the body runs \
+             once per key"
+        }
     }
 }
 
@@ -308,6 +378,7 @@ fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
         );
     }
     let (take, what) = match (attr, shape.keys, shape.mode) {
+        (Attr::Idempotent, ..) => return Take::Idempotent,
         (Attr::Semaphore, ..) => {
             // `permits` is checked by the caller; 1 stands in for a bad one.
             let (limit, span) = shape.permits.unwrap_or((1, Span::call_site()));

@@ -22,7 +22,7 @@ use crate::shape::Binding;
 
 /// Gives every token of `tokens` the span `span`, so that an error about
 /// the whole expression points there.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut t| {
@@ -40,7 +40,7 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 
 /// `path(args)` with the path and the parentheses spanned on `span` (the
 /// arguments keep theirs), so that an unmet bound points there.
-fn spanned_call(path: TokenStream, args: TokenStream, span: Span) -> TokenStream {
+pub(crate) fn spanned_call(path: TokenStream, args: TokenStream, span: Span) -> TokenStream {
     let path = respan(path, span);
     let mut args = Group::new(Delimiter::Parenthesis, args);
     args.set_span(span);
@@ -48,9 +48,9 @@ fn spanned_call(path: TokenStream, args: TokenStream, span: Span) -> TokenStream
 }
 
 /// The generated locals, hygienic (`Span::mixed_site()`).
-struct Vars {
-    key: Ident,
-    client: Ident,
+pub(crate) struct Vars {
+    pub(crate) key: Ident,
+    pub(crate) client: Ident,
     site: Ident,
     site_static: Ident,
     request: Ident,
@@ -141,6 +141,10 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
         None => quote!(#private::installed_client()),
     };
 
+    if matches!(args.take, Take::Idempotent) {
+        return crate::once::statements(args, func, &krate, &v, key, client);
+    }
+
     // The metrics' `lock` label: the template as written, placeholders and
     // all (the templates, for `keys`); made into an `Arc<str>` once, by
     // the function's `Site`.
@@ -170,7 +174,7 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
 
 /// `{ let mut key = Key::with_capacity(n); key.text(..); key.value(&arg); key.finish() }`:
 /// a `Result<String, LockError>`.
-fn key_block(
+pub(crate) fn key_block(
     key: &KeyTemplate,
     arguments: &[(String, Binding)],
     private: &TokenStream,
@@ -206,7 +210,7 @@ fn key_block(
 /// A literal is a constant; an expression goes through
 /// `__private::duration`, spanned on it, so one of another type is the
 /// error's place ("expected `Duration`").
-fn duration(d: &DurationArg, private: &TokenStream) -> TokenStream {
+pub(crate) fn duration(d: &DurationArg, private: &TokenStream) -> TokenStream {
     match d {
         DurationArg::Const(d) => d.to_tokens(),
         DurationArg::Expr(expr) => spanned_call(
@@ -261,6 +265,8 @@ fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
         Take::Read => quote!(#krate::RwLock::read(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Write => quote!(#krate::RwLock::write(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Multi => quote!(#krate::LockClient::multi_lock(&#client, #key)),
+        // `once.rs` expands it (see `locked`).
+        Take::Idempotent => return quote!(),
         Take::Permit { limit, span } => {
             let mut limit = Literal::u32_suffixed(limit);
             limit.set_span(span);
@@ -310,6 +316,8 @@ fn call(
         Take::Lock | Take::Read | Take::Write => quote!(#private::LockRequest),
         Take::Multi => quote!(#krate::MultiLock),
         Take::Permit { .. } => quote!(#krate::Semaphore),
+        // `once.rs` expands it (see `locked`).
+        Take::Idempotent => return quote!(),
     };
     // The conversions into the return type are spanned on it, so that a
     // return type that cannot take them is the error's place. (The error

@@ -78,6 +78,40 @@ pub(crate) fn ttl(lit: &LitStr) -> syn::Result<Millis> {
     Ok(checked(lit, value))
 }
 
+/// `#[idempotent]`'s `ttl`: how long a result is kept, at least 1 s, at
+/// most a year.
+pub(crate) fn retention(lit: &LitStr) -> syn::Result<Millis> {
+    let value = parse(lit, "ttl")?;
+    if value < Duration::from_secs(1) || value > YEAR {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`ttl` {:?} is how long the result is kept and replayed to duplicates: give \
+                 between 1s and a year, such as \"24h\"",
+                lit.value()
+            ),
+        ));
+    }
+    Ok(checked(lit, value))
+}
+
+/// `#[idempotent]`'s `lease`: at least 30 ms (it is renewed every third of
+/// it), at most a day.
+pub(crate) fn lease(lit: &LitStr) -> syn::Result<Millis> {
+    let value = parse(lit, "lease")?;
+    if value < Duration::from_millis(30) || value > DAY {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`lease` {:?} is how long a crashed worker keeps the key (renewed every third \
+                 of it while the work runs): give between 30ms and a day, such as \"30s\"",
+                lit.value()
+            ),
+        ));
+    }
+    Ok(checked(lit, value))
+}
+
 /// How long to wait for another holder: zero (try once) up to a day.
 pub(crate) fn wait(lit: &LitStr) -> syn::Result<Millis> {
     let value = parse(lit, "wait")?;

@@ -61,13 +61,27 @@ fn with_errors(item: TokenStream, cx: Ctxt) -> TokenStream {
 /// Checks the function against the arguments; every problem goes to `cx`.
 fn check(func: &AsyncFn, shape: &Shape, args: &LockArgs, cx: &mut Ctxt) {
     let sig = &func.sig;
-    for key in &args.keys {
+    for key in args.keys.iter().chain(&args.fingerprint) {
         check_placeholders(key, sig, cx);
     }
     let returns_unit = match shape {
         Shape::Async => matches!(sig.output, ReturnType::Default),
         Shape::Boxed(boxed) => matches!(&boxed.output, Type::Tuple(t) if t.elems.is_empty()),
     };
+    if matches!(args.take, Take::Idempotent) {
+        if returns_unit {
+            cx.error(
+                sig.ident.span(),
+                format!(
+                    "`{}` returns `()`, but `#[idempotent]` stores the function's value and \
+                     replays it to duplicates: return `Result<T, E>` where `T: Serialize + \
+                     DeserializeOwned` and `E: From<redlock_runtime::IdempotentError>`",
+                    sig.ident
+                ),
+            );
+        }
+        return;
+    }
     if args.on_busy == OnBusy::Error && returns_unit {
         let (failure, busy) = match args.take {
             Take::Permit { .. } => ("a failure to take a permit", "no permit is free"),

@@ -59,6 +59,7 @@ mod ctxt;
 mod duration;
 mod expand;
 mod key;
+mod once;
 mod options;
 mod shape;
 
@@ -76,6 +77,12 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn distributed_semaphore(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Attr::Semaphore, args, item)
+}
+
+#[doc = include_str!("../docs/idempotent.md")]
+#[proc_macro_attribute]
+pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand(Attr::Idempotent, args, item)
 }
 
 /// Expands `attr`, printing the expansion when `REDLOCK_MACROS_DEBUG` asks.

@@ -26,6 +26,9 @@ mod kw {
     syn::custom_keyword!(on_lost);
     syn::custom_keyword!(fair);
     syn::custom_keyword!(client);
+    syn::custom_keyword!(lease);
+    syn::custom_keyword!(scope);
+    syn::custom_keyword!(fingerprint);
 }
 
 /// One option's value, as written.
@@ -43,6 +46,9 @@ pub(crate) enum Opt {
     Fair(LitBool),
     Client(Expr),
     Crate(LitStr),
+    Lease(DurationInput),
+    Scope(LitStr),
+    Fingerprint(LitStr),
 }
 
 /// `keys = ["a:<x>", "b:<y>"]`.
@@ -76,18 +82,25 @@ impl Opt {
             Opt::Fair(_) => "fair",
             Opt::Client(_) => "client",
             Opt::Crate(_) => "crate",
+            Opt::Lease(_) => "lease",
+            Opt::Scope(_) => "scope",
+            Opt::Fingerprint(_) => "fingerprint",
         }
     }
 
     /// The value's span.
     pub(crate) fn span(&self) -> Span {
         match self {
-            Opt::Key(l) | Opt::Mode(l) | Opt::OnBusy(l) | Opt::OnLost(l) | Opt::Crate(l) => {
-                l.span()
-            }
+            Opt::Key(l)
+            | Opt::Mode(l)
+            | Opt::OnBusy(l)
+            | Opt::OnLost(l)
+            | Opt::Crate(l)
+            | Opt::Scope(l)
+            | Opt::Fingerprint(l) => l.span(),
             Opt::Keys(list) => list.span,
             Opt::Permits(l) => l.span(),
-            Opt::Ttl(d) | Opt::Wait(d) | Opt::HoldAtLeast(d) => d.span(),
+            Opt::Ttl(d) | Opt::Wait(d) | Opt::HoldAtLeast(d) | Opt::Lease(d) => d.span(),
             Opt::Renew(l) | Opt::Fair(l) => l.span,
             Opt::Client(e) => e.span(),
         }
@@ -183,6 +196,15 @@ fn parse_option(input: ParseStream<'_>, expected: &str) -> syn::Result<Written> 
     } else if lookahead.peek(kw::fair) {
         input.parse::<kw::fair>()?;
         Opt::Fair(value(input, "fair", "true")?)
+    } else if lookahead.peek(kw::lease) {
+        input.parse::<kw::lease>()?;
+        Opt::Lease(duration_value(input, "lease")?)
+    } else if lookahead.peek(kw::scope) {
+        input.parse::<kw::scope>()?;
+        Opt::Scope(value(input, "scope", "\"payments\"")?)
+    } else if lookahead.peek(kw::fingerprint) {
+        input.parse::<kw::fingerprint>()?;
+        Opt::Fingerprint(value(input, "fingerprint", "\"<msg.body>\"")?)
     } else if lookahead.peek(kw::client) {
         input.parse::<kw::client>()?;
         input.parse::<Token![=]>()?;

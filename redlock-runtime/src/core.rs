@@ -94,6 +94,10 @@ pub(crate) struct Core {
     /// short, releases of dropped guards, reads of why a lock was lost),
     /// which a shutdown waits for.
     tasks: TaskTracker,
+    /// A Redlock client's idempotency records, kept in this process (it
+    /// has no single Redis): made on first use, shared by every
+    /// [`Records`](crate::records::Records) of this client.
+    local_records: std::sync::OnceLock<Arc<Core>>,
 }
 
 impl Core {
@@ -109,7 +113,14 @@ impl Core {
             is_closed: AtomicBool::new(false),
             closed: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            local_records: std::sync::OnceLock::new(),
         })
+    }
+
+    /// A Redlock client's records store in this process, made by `make`
+    /// on first use.
+    pub(crate) fn local_records(&self, make: impl FnOnce() -> Arc<Core>) -> &Arc<Core> {
+        self.local_records.get_or_init(make)
     }
 
     /// Closes the client (see `shutdown.rs`): from now on nothing new is

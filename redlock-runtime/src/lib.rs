@@ -52,8 +52,11 @@
 //!   (an operator's break-glass); [`LockClient::ping`] asks every node
 //!   (a readiness probe); [`LockClient::shutdown`] releases
 //!   everything this client holds when the process stops.
+//! - **Run once per key** ([`LockClient::idempotent`]): a message
+//!   consumer's or a job's work runs once per key, its result stored and
+//!   replayed to duplicates; `#[idempotent]` for an `async fn`.
 //! - **Idempotency records** ([`records`]): claim, complete and replay, the
-//!   store under `redlock-axum`'s layer.
+//!   store under run-once calls and `redlock-axum`'s layer.
 //! - **Without Redis**: [`LockClient::in_memory`], the same semantics in one
 //!   process, for one instance and for your tests.
 //! - **Telemetry**: `tracing` spans and events (target `redlock`), and with
@@ -127,6 +130,7 @@ mod force;
 mod giveback;
 mod guard;
 mod held;
+mod idempotent;
 mod inspect;
 mod install;
 mod latch;
@@ -169,6 +173,7 @@ pub use error::{
 pub use force::ForceReleased;
 pub use guard::LockGuard;
 pub use held::{HeldLease, LeaseKind};
+pub use idempotent::{Idempotent, IdempotentError, WorkContext};
 pub use inspect::{Holder, LockInfo};
 pub use install::{install, installed, require_installed};
 pub use latch::Latch;
@@ -185,7 +190,7 @@ pub use util::{MAX_KEY_LEN, redact_url};
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
-pub use redlock_macros::{distributed_lock, distributed_semaphore};
+pub use redlock_macros::{distributed_lock, distributed_semaphore, idempotent};
 
 /// The `bb8-redis` crate (and through it `bb8` and `redis`) this crate is
 /// built on: build a pool for [`LockClientBuilder::pool`] with the very

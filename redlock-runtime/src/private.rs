@@ -5,6 +5,7 @@
 //! [`LockRequest::run`](crate::LockRequest::run) and friends.
 
 use std::fmt::{self, Display, Write as _};
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -442,5 +443,67 @@ mod tests {
         assert!(matches!(skipped, Ok(None)));
         let failed = <Result<Option<u32>, LockError> as Skip>::failed(busy(), &SITE);
         assert!(matches!(failed, Err(LockError::Busy { .. })));
+    }
+}
+
+/// `#[idempotent]`'s options, with `None` for the runtime's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct IdempotentOptions {
+    /// `ttl = ".."`: how long the result is kept.
+    pub retention: Option<Duration>,
+    /// `lease = ".."`.
+    pub lease: Option<Duration>,
+    /// `wait = ".."`.
+    pub wait: Option<Duration>,
+    /// `scope = ".."`, else the function's path.
+    pub scope: &'static str,
+}
+
+/// What an `#[idempotent]` function's body becomes: the body run once per
+/// key through [`LockClient::idempotent`], a failure to set the call up or
+/// to run it converted into the function's error type.
+pub async fn idempotent<Fut, T, E>(
+    client: Result<LockClient, LockError>,
+    key: Result<String, LockError>,
+    fingerprint: Option<Result<String, LockError>>,
+    options: IdempotentOptions,
+    body: Fut,
+) -> Result<T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+    T: serde::Serialize + serde::de::DeserializeOwned,
+    E: From<crate::IdempotentError>,
+{
+    use crate::IdempotentError;
+    // The key's text is never shown: it may be a secret.
+    let invalid = |e: LockError| match e {
+        LockError::InvalidKey { reason, .. } => IdempotentError::InvalidKey { reason },
+        other => IdempotentError::InvalidKey {
+            reason: other.to_string(),
+        },
+    };
+    let client = client.map_err(|e| E::from(IdempotentError::Client(e)))?;
+    let key = key.map_err(|e| E::from(invalid(e)))?;
+    let mut call = client.idempotent(key).scope(options.scope);
+    if let Some(fingerprint) = fingerprint {
+        let fingerprint = fingerprint.map_err(|e| {
+            E::from(IdempotentError::InvalidOption {
+                reason: format!("`fingerprint`: {}", invalid(e)),
+            })
+        })?;
+        call = call.fingerprint(fingerprint);
+    }
+    if let Some(retention) = options.retention {
+        call = call.retention(retention);
+    }
+    if let Some(lease) = options.lease {
+        call = call.lease(lease);
+    }
+    if let Some(wait) = options.wait {
+        call = call.wait(wait);
+    }
+    match call.run(|_| body).await {
+        Ok(result) => result,
+        Err(e) => Err(E::from(e)),
     }
 }

@@ -18,8 +18,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request};
 use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use redlock_runtime::records::{Claimed, RecordKeys, RecordLease};
-use tokio::time::Instant;
+use redlock_runtime::records::{Claimed, End, RecordKeys, RecordLease};
 use tower_service::Service;
 
 use super::body::{Captured, RetainContentFree, take_response};
@@ -28,18 +27,9 @@ use super::service::IDEMPOTENT_REPLAYED;
 use crate::context::IdempotencyContext;
 use crate::fingerprint::{chosen_fingerprint, fingerprint, short_hash};
 use crate::rejection::IdempotencyRejection;
-use crate::store::{RecordChanges, Stored, record_keys};
+use crate::store::{Stored, record_keys};
 
 use crate::{BoxError, TARGET};
-
-/// The longest a waiting duplicate sleeps between two looks at the record
-/// when no push comes.
-const MAX_POLL: Duration = Duration::from_millis(250);
-
-/// Attempts at storing a completed response before giving up on it. The
-/// response waits for the store at most `redis_timeout` times this (see
-/// [`Claiming::finish`]).
-const COMPLETE_ATTEMPTS: u32 = 3;
 
 /// Where the request's key comes from.
 pub(crate) enum KeyKind {
@@ -187,60 +177,16 @@ impl Claiming {
     /// request holds it. `Err(())`: the store failed (logged).
     async fn claim(&self, fingerprint: &str) -> Result<Claimed, ()> {
         let config = &self.config;
-        let deadline = config.wait.map(|wait| Instant::now() + wait);
         let fence_ttl = config.retention.max(self.retention) + config.lease;
-        let mut changes: Option<RecordChanges> = None;
-        let mut woken = false;
-        loop {
-            // A claim whose answer was lost is given back by the runtime.
-            let claim = config
-                .store
-                .claim(
-                    &self.record,
-                    fingerprint,
-                    config.lease,
-                    fence_ttl,
-                    config.redis_timeout,
-                )
-                .await
-                .map_err(|error| {
-                    tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "idempotency store unavailable");
-                })?;
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match (claim, left) {
-                (Claimed::Processing { lease_left }, Some(left)) if !left.is_zero() => {
-                    match changes.as_mut() {
-                        None => {
-                            // Subscribe first, then look again: a completion
-                            // in between is not missed.
-                            changes = Some(
-                                config
-                                    .store
-                                    .subscribe(&self.record, config.redis_timeout.min(left))
-                                    .await,
-                            );
-                        }
-                        Some(changes) => {
-                            let pause = left
-                                .min(MAX_POLL)
-                                .min(lease_left.max(Duration::from_millis(5)));
-                            woken = changes.changed(pause).await;
-                        }
-                    }
-                }
-                (claim, _) => {
-                    if woken
-                        && let Some(changes) = &changes
-                        && !matches!(claim, Claimed::Claimed(_))
-                    {
-                        // One message wakes one waiter per process: pass
-                        // the news on to the next duplicate.
-                        changes.pass_on();
-                    }
-                    return Ok(claim);
-                }
-            }
-        }
+        let terms = (config.lease, fence_ttl, config.redis_timeout);
+        // A claim whose answer was lost is given back by the runtime.
+        config
+            .store
+            .claim(&self.record, fingerprint, terms, config.wait.unwrap_or_default())
+            .await
+            .map_err(|error| {
+                tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "idempotency store unavailable");
+            })
     }
 
     fn context(&self, fence: u64, replayed: bool) -> IdempotencyContext {
@@ -315,23 +261,26 @@ impl Claiming {
         let outcome = match AssertUnwindSafe(work).catch_unwind().await {
             Err(panic) => {
                 tracing::warn!(target: TARGET, key_hash = %self.key_hash, "the handler panicked; releasing the key so that a retry runs");
-                self.finish(self.ending().release(lease)).await;
+                self.finish(lease, End::Release).await;
                 std::panic::resume_unwind(panic);
             }
             Ok(Err(error)) => {
-                self.finish(self.ending().release(lease)).await;
+                self.finish(lease, End::Release).await;
                 return Err(error);
             }
             Ok(Ok(outcome)) => outcome,
         };
         let mut response = match outcome {
             Captured::Store { stored, response } => {
-                self.finish(self.ending().complete(lease, stored)).await;
+                let result = stored.completion();
+                let retention = self.retention;
+                self.finish(lease, End::Complete { result, retention })
+                    .await;
                 response
             }
             Captured::Release { response } => {
                 tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = response.status().as_u16(), "response not stored; releasing the key");
-                self.finish(self.ending().release(lease)).await;
+                self.finish(lease, End::Release).await;
                 response
             }
         };
@@ -339,83 +288,13 @@ impl Claiming {
         Ok(response)
     }
 
-    /// What ends the record once the handler is done.
-    fn ending(&self) -> Ending {
-        Ending {
-            redis_timeout: self.config.redis_timeout,
-            key_hash: self.key_hash.clone(),
-            retention: self.retention,
-        }
-    }
-
-    /// Runs `end` (the record's completion or release) from a task of its
-    /// own, and waits for it at most `redis_timeout × COMPLETE_ATTEMPTS`:
-    /// the response goes out then, whatever the store does, and `end` goes
-    /// on in the background. It is bounded by the record's lease: once its
-    /// attempts fail, dropping the lease releases the record, retried until
-    /// the lease would end (see the guide, "When Redis fails mid-request").
-    /// Until then a retry gets `409`; after it, the replay if the
-    /// completion landed, else a new run. Never two runs at once: the
-    /// record stays claimed until it is completed, released or expired.
-    async fn finish(&self, end: impl Future<Output = ()> + Send + 'static) {
-        let bound = self.config.redis_timeout * COMPLETE_ATTEMPTS;
-        if tokio::time::timeout(bound, tokio::spawn(end))
-            .await
-            .is_err()
-        {
-            tracing::warn!(target: TARGET, key_hash = %self.key_hash, bound_ms = bound.as_millis() as u64, "the idempotency store is slow to record the end of the request; the response goes out now and the record is completed or released in the background (a retry meanwhile gets 409)");
-        }
-    }
-}
-
-/// The end of a record, run from a task of its own (see
-/// [`Claiming::finish`]).
-struct Ending {
-    redis_timeout: Duration,
-    key_hash: String,
-    retention: Duration,
-}
-
-impl Ending {
-    /// Stores the completed response (owner-checked), retrying a failed
-    /// store a few times; if it never succeeds, dropping the lease releases
-    /// the record (owner-checked: a completion that did land stays).
-    async fn complete(self, mut lease: RecordLease, stored: Stored) {
-        let completion = stored.completion();
-        for attempt in 1..=COMPLETE_ATTEMPTS {
-            match lease
-                .complete(&completion, self.retention, self.redis_timeout)
-                .await
-            {
-                Ok(true) => {
-                    tracing::debug!(target: TARGET, key_hash = %self.key_hash, status = stored.status.as_u16(), replayable = stored.body.is_some(), "response stored");
-                    return;
-                }
-                Ok(false) => {
-                    tracing::warn!(target: TARGET, key_hash = %self.key_hash, "the lease was lost before the response was stored; the record was left alone and a retry may run the handler again");
-                    return;
-                }
-                Err(error) if attempt == COMPLETE_ATTEMPTS => {
-                    tracing::error!(target: TARGET, key_hash = %self.key_hash, %error, "could not store the response; the key is released and a retry would run the handler again");
-                }
-                Err(error) => {
-                    tracing::debug!(target: TARGET, key_hash = %self.key_hash, %error, attempt, "storing the response failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(50) * attempt).await;
-                }
-            }
-        }
-    }
-
-    /// Releases the record (owner-checked) so that a retry runs.
-    async fn release(self, lease: RecordLease) {
-        match lease.release(self.redis_timeout).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(target: TARGET, key_hash = %self.key_hash, "release: the record was no longer ours");
-            }
-            Err(error) => {
-                tracing::warn!(target: TARGET, key_hash = %self.key_hash, %error, "could not release the key; retried until its lease runs out");
-            }
-        }
+    /// Ends the record (see [`RecordLease::end`]): the response goes out
+    /// once it is done, or after `redis_timeout × COMPLETE_ATTEMPTS`
+    /// whatever the store does (see the guide, "When Redis fails
+    /// mid-request"). Never two runs at once: the record stays claimed
+    /// until it is completed, released or expired.
+    async fn finish(&self, lease: RecordLease, end: End) {
+        let ended = lease.end(end, self.config.redis_timeout).await;
+        tracing::debug!(target: TARGET, key_hash = %self.key_hash, ?ended, "record ended");
     }
 }

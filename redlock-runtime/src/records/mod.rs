@@ -76,6 +76,11 @@ use crate::store::subscribe::{Subscription, Wakeups};
 use crate::telemetry::Labels;
 
 pub use crate::primitive::record::Completion;
+pub use end::{COMPLETE_ATTEMPTS, End, Ended};
+pub use wait::MAX_POLL;
+
+mod end;
+mod wait;
 
 /// Where a layer keeps its records: the client's Redis, or (in-memory and
 /// Redlock clients) this process's memory.
@@ -95,8 +100,9 @@ impl fmt::Debug for Records {
 impl Records {
     /// The records of `client`: in its Redis, or in memory for an
     /// in-memory client. A Redlock client has no single Redis: its records
-    /// are kept in this process (with a warning logged), which protects
-    /// this instance only.
+    /// are kept in this process (with a warning logged once per client),
+    /// which protects this instance only; every `Records` of one client
+    /// shares them.
     pub fn new(client: &LockClient) -> Self {
         let core = client.core();
         if core.backend().mode() != Mode::Redlock {
@@ -104,18 +110,21 @@ impl Records {
                 core: Arc::clone(core),
             };
         }
-        tracing::warn!(
-            target: "redlock",
-            "a Redlock client has no single Redis to keep idempotency records in: they are kept \
-             in this process's memory, which protects this instance only; build the layer from \
-             a single-Redis LockClient or a bb8-redis pool"
-        );
-        let mut settings = core.settings().clone();
-        settings.target = "in-memory".to_owned();
-        let (wakeups, wake) = Wakeups::local();
-        let backend = MemoryBackend::new(settings.fence_retention, wake);
+        let local = core.local_records(|| {
+            tracing::warn!(
+                target: "redlock",
+                "a Redlock client has no single Redis to keep idempotency records in: they are \
+                 kept in this process's memory, which protects this instance only; build the \
+                 layer from a single-Redis LockClient or a bb8-redis pool"
+            );
+            let mut settings = core.settings().clone();
+            settings.target = "in-memory".to_owned();
+            let (wakeups, wake) = Wakeups::local();
+            let backend = MemoryBackend::new(settings.fence_retention, wake);
+            Core::new(Backend::Memory(backend), settings, wakeups)
+        });
         Self {
-            core: Core::new(Backend::Memory(backend), settings, wakeups),
+            core: Arc::clone(local),
         }
     }
 
@@ -245,6 +254,11 @@ impl RecordKeys {
     pub fn fence(&self) -> &str {
         &self.0.fence
     }
+
+    /// The name logs use for the record.
+    pub fn name(&self) -> &str {
+        &self.0.user
+    }
 }
 
 /// What a claim found: the record is ours (`Claimed::Claimed`, holding
@@ -270,6 +284,11 @@ impl RecordLease {
     /// The fencing token issued with the claim.
     pub fn fencing_token(&self) -> u64 {
         self.guard.held().fence()
+    }
+
+    /// The held lease, for a context handed to the work.
+    pub(crate) fn held(&self) -> Arc<HeldLock> {
+        Arc::clone(self.guard.held())
     }
 
     /// Completes when the lease is known or presumed lost.
