@@ -574,3 +574,54 @@ async fn cluster_failover_shows_a_lock_surviving_its_masters_death() {
     assert_eq!(tokens.len(), 2, "{}", run.report());
     assert!(tokens[1] > tokens[0], "{}", run.report());
 }
+
+/// Checks what `queue_consumer` prints: every message applied once by one
+/// worker, duplicates replayed, the summary line.
+fn check_queue_consumer_run(run: &Finished, messages: usize) {
+    run.assert_success();
+    run.assert_line("applied, each exactly once");
+    let applied: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.contains(" applied by worker ") && !line.contains(" replayed "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    let mut distinct = applied.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(
+        (applied.len(), distinct.len()),
+        (messages, messages),
+        "each message applied by exactly one run\n{}",
+        run.report()
+    );
+    assert!(
+        run.stdout.contains(" replayed to worker "),
+        "duplicates are replayed\n{}",
+        run.report()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_consumer_applies_each_message_once_across_three_workers_on_redis() {
+    let redis = RedisServer::start().await;
+    let url = redis.url();
+    let run = Running::start(
+        "queue_consumer",
+        env!("CARGO_BIN_EXE_queue_consumer"),
+        &[("REDIS_URL", url.as_str()), ("MESSAGES", "40")],
+    )
+    .finish(run_deadline())
+    .await;
+    run.assert_line("3 workers, each with its own client");
+    check_queue_consumer_run(&run, 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_consumer_runs_in_memory_without_redis() {
+    let run = Running::start("queue_consumer", env!("CARGO_BIN_EXE_queue_consumer"), &[])
+        .finish(run_deadline())
+        .await;
+    run.assert_line("3 workers on one in-memory client");
+    check_queue_consumer_run(&run, 30);
+}
