@@ -151,3 +151,186 @@ async fn soak_idempotent_requests() {
     assert!(runs.load(Ordering::Relaxed) >= 12, "the handlers ran");
     assert_eq!(stale, 0, "a stale handler run's write was accepted");
 }
+
+/// The same treatment for run-once calls (`LockClient::idempotent`, the
+/// records under the layer, without HTTP): two workers share a Redis
+/// behind a faulty proxy; six tasks call on 12 keys and drop their calls
+/// at random; each run writes to a fenced store per key with its fencing
+/// token at its start and its end, and returns its run id. A lease that
+/// runs out (a pause), or a restart (which empties Redis), lets a later
+/// call run the work again, by design; then the store must refuse the
+/// older run's late write (0 double runs applied), and every value a call
+/// gets is one a run of that key returned. Once the faults stop, every key
+/// answers its stored result to every later call, without running again
+/// (0 lost results).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_run_once_calls() {
+    type Stores = Arc<Mutex<HashMap<String, FencedStore>>>;
+    /// What each run of a key returned: (key, run id).
+    type Returned = Arc<Mutex<Vec<(String, usize)>>>;
+    let mut server = RedisServer::start().await;
+    let proxy = FaultProxy::start(server.addr()).await;
+    let workers = [client(&proxy.url()), client(&proxy.url())];
+    let stores: Stores = Arc::default();
+    let returned: Returned = Arc::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (stop, cancellations, replies) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let call = {
+        let (stores, returned, runs) = (
+            Arc::clone(&stores),
+            Arc::clone(&returned),
+            Arc::clone(&runs),
+        );
+        move |client: LockClient, key: String| {
+            let (stores, returned, runs) = (
+                Arc::clone(&stores),
+                Arc::clone(&returned),
+                Arc::clone(&runs),
+            );
+            async move {
+                client
+                    .idempotent(key.clone())
+                    .scope("soak")
+                    .lease(Duration::from_millis(600))
+                    .retention(Duration::from_secs(60))
+                    .run(|work| async move {
+                        let id = runs.fetch_add(1, Ordering::Relaxed);
+                        let token = work.fencing_token();
+                        let write = |stores: &Stores| {
+                            stores
+                                .lock()
+                                .expect("stores")
+                                .entry(key.clone())
+                                .or_default()
+                                .write(token, id);
+                        };
+                        write(&stores);
+                        tokio::time::sleep(Duration::from_millis(fastrand::u64(0..300))).await;
+                        write(&stores);
+                        returned.lock().expect("returned").push((key.clone(), id));
+                        Ok::<_, String>((key, id))
+                    })
+                    .await
+            }
+        }
+    };
+    let mut tasks = Vec::new();
+    for c in 0..6u64 {
+        let (stop, cancellations, replies) = (
+            Arc::clone(&stop),
+            Arc::clone(&cancellations),
+            Arc::clone(&replies),
+        );
+        let (workers, call) = (workers.clone(), call.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(700 + c);
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("job-{}", rng.u8(0..12));
+                let worker = workers[rng.usize(..workers.len())].clone();
+                let cut = Duration::from_millis(rng.u64(1..400));
+                match tokio::time::timeout(cut, call(worker, key)).await {
+                    Err(_) => {
+                        cancellations.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Ok(Ok(value))) => replies.lock().expect("replies").push(value),
+                    // In progress elsewhere, or the store failed: retried.
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        }));
+    }
+    let started = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(77);
+    let mut faults = 0;
+    while started.elapsed() < SOAK {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..4) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
+            1 => proxy.cut_all(),
+            2 => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..900)))
+                    .await
+            }
+            _ => server.restart().await,
+        }
+        faults += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("callers stop")
+            .expect("no panic");
+    }
+    proxy.set_latency(Duration::ZERO);
+
+    // Faults over: each key's result is stored once and replayed, never
+    // run again (bounded: a dropped call's record is released, or its
+    // lease runs out, within a lease).
+    let before = runs.load(Ordering::Relaxed);
+    let mut settled = HashMap::new();
+    for k in 0..12 {
+        let key = format!("job-{k}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let first = loop {
+            match call(workers[0].clone(), key.clone()).await {
+                Ok(Ok(value)) => break value,
+                other if Instant::now() < deadline => {
+                    let _ = other;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => panic!("{key} does not settle: {other:?}"),
+            }
+        };
+        settled.insert(key, first);
+    }
+    let ran_to_settle = runs.load(Ordering::Relaxed) - before;
+    for (key, first) in &settled {
+        for worker in &workers {
+            let again = call(worker.clone(), key.clone()).await;
+            assert!(
+                matches!(&again, Ok(Ok(value)) if value == first),
+                "{key}: a stored result was lost: {again:?}, first {first:?}"
+            );
+        }
+    }
+    assert_eq!(
+        runs.load(Ordering::Relaxed) - before,
+        ran_to_settle,
+        "a key with a stored result ran again"
+    );
+
+    let stores = stores.lock().expect("stores");
+    let (accepted, rejected, stale) = stores.values().fold((0, 0, 0), |(a, r, s), st| {
+        (a + st.accepted, r + st.rejected, s + st.stale_accepted)
+    });
+    let returned = returned.lock().expect("returned");
+    let replies = replies.lock().expect("replies");
+    for value in replies.iter() {
+        assert!(
+            returned.contains(value),
+            "{value:?} was answered but no run returned it"
+        );
+    }
+    let cancellations = cancellations.load(Ordering::Relaxed);
+    println!(
+        "soak run-once calls {SOAK:?}: faults {faults}, cancelled calls {cancellations}, runs \
+         {before}, answers {}; fenced stores: {accepted} accepted, {rejected} rejected, stale \
+         accepted {stale}; after the faults, {ran_to_settle} runs to settle 12 keys, then none",
+        replies.len()
+    );
+    assert!(
+        faults >= 10 && cancellations >= 10,
+        "faults {faults}, cancellations {cancellations}"
+    );
+    assert!(
+        before >= 12 && replies.len() >= 12,
+        "the work ran and answered"
+    );
+    assert_eq!(stale, 0, "a stale run's write was accepted");
+}

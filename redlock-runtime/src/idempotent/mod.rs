@@ -1,66 +1,6 @@
-//! Run a piece of work once per key, and answer duplicates with its
-//! result: the promise of the `redlock-axum` layer, for message consumers,
-//! webhook processors and retried jobs, where no HTTP layer sits.
-//!
-//! ```
-//! use redlock_runtime::{IdempotentError, LockClient};
-//!
-//! # #[tokio::main]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = LockClient::in_memory();
-//! // A message delivered twice (say by a broker's redelivery):
-//! for _ in 0..2 {
-//!     let receipt = client
-//!         .idempotent("msg-8f2c")
-//!         .scope("payments")
-//!         .fingerprint(b"charge 42 EUR to account 7")
-//!         .run(|work| async move {
-//!             // Runs once; the fencing token orders this run against a
-//!             // late one, for the database to reject.
-//!             let _ = work.fencing_token();
-//!             Ok::<_, std::io::Error>(format!("receipt-{}", 1))
-//!         })
-//!         .await??;
-//!     assert_eq!(receipt, "receipt-1"); // the second time, replayed
-//! }
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # What a call answers
-//!
-//! A call claims the record of its key in its scope (see
-//! [`records`](crate::records): the same records, scripts and lifecycle as
-//! the HTTP layer):
-//!
-//! | the record | the call |
-//! |---|---|
-//! | absent, or released by a failed run | runs the work, holding a lease renewed by the client's watchdog; stores an `Ok` result, releases the record on an `Err` (or stores the errors [`run_storing_errors`](Idempotent::run_storing_errors) chooses), a panic or a cancellation |
-//! | in progress elsewhere | [`IdempotentError::InProgress`], or with [`wait`](Idempotent::wait) waits (bounded) for the result, and runs itself if that run failed |
-//! | completed | the stored result, without running the work |
-//! | completed with another fingerprint | [`IdempotentError::Mismatch`] |
-//! | its holder crashed | taken over once the holder's lease runs out, with a larger fencing token |
-//!
-//! The store failing before the work is claimed is
-//! [`IdempotentError::Store`]: the work does not run. A result larger than
-//! [`result_limit`](Idempotent::result_limit) (or one that does not
-//! serialize) goes to the first caller, and the record is kept as
-//! completed without it: duplicates are told
-//! [`IdempotentError::TooLarge`], never run the work again.
-//!
-//! # Keys and secrets
-//!
-//! The record is found by the client's key prefix, the scope, and a
-//! SHA-256 of the scope and key: the raw key (say a payment's id) never
-//! reaches Redis, logs or errors. The scope is written as is (percent
-//! -encoded), so an operator can find a scope's records.
-//!
-//! # Topologies
-//!
-//! Every store the client supports: in memory, one Redis, replicas with
-//! `WAIT`, Cluster (both keys of a record share one hash tag), Sentinel. A
-//! Redlock client has no single Redis: its records are kept in this
-//! process, which protects this instance only (a warning is logged once).
+//! Run-once calls: [`Idempotent`] (the request, its options, the run)
+//! over the [`records`](crate::records) lifecycle; `error.rs` says why a
+//! call did not run, `format.rs` how a result is stored.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -118,8 +58,72 @@ impl LockClient {
     }
 }
 
-/// A run-once call, made by [`LockClient::idempotent`]: set its options,
-/// then [`run`](Self::run) the work. See the [module docs](self).
+/// Run a piece of work once per key, and answer duplicates with its
+/// result: the promise of the `redlock-axum` layer, for message consumers,
+/// webhook processors and retried jobs, where no HTTP layer sits.
+///
+/// ```
+/// use redlock_runtime::{IdempotentError, LockClient};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = LockClient::in_memory();
+/// // A message delivered twice (say by a broker's redelivery):
+/// for _ in 0..2 {
+///     let receipt = client
+///         .idempotent("msg-8f2c")
+///         .scope("payments")
+///         .fingerprint(b"charge 42 EUR to account 7")
+///         .run(|work| async move {
+///             // Runs once; the fencing token orders this run against a
+///             // late one, for the database to reject.
+///             let _ = work.fencing_token();
+///             Ok::<_, std::io::Error>(format!("receipt-{}", 1))
+///         })
+///         .await??;
+///     assert_eq!(receipt, "receipt-1"); // the second time, replayed
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # What a call answers
+///
+/// A call claims the record of its key in its scope (see
+/// [`records`](crate::records): the same records, scripts and lifecycle as
+/// the HTTP layer):
+///
+/// | the record | the call |
+/// |---|---|
+/// | absent, or released by a failed run | runs the work, holding a lease renewed by the client's watchdog; stores an `Ok` result, releases the record on an `Err` (or stores the errors [`run_storing_errors`](Self::run_storing_errors) chooses), a panic or a cancellation |
+/// | in progress elsewhere | [`IdempotentError::InProgress`], or with [`wait`](Self::wait) waits (bounded) for the result, and runs itself if that run failed |
+/// | completed | the stored result, without running the work |
+/// | completed with another fingerprint | [`IdempotentError::Mismatch`] |
+/// | its holder crashed | taken over once the holder's lease runs out, with a larger fencing token |
+///
+/// The store failing before the work is claimed is
+/// [`IdempotentError::Store`]: the work does not run. A result larger than
+/// [`result_limit`](Self::result_limit) (or one that does not
+/// serialize) goes to the first caller, and the record is kept as
+/// completed without it: duplicates are told
+/// [`IdempotentError::TooLarge`], never run the work again.
+///
+/// # Keys and secrets
+///
+/// The record is found by the client's key prefix, the scope, and a
+/// SHA-256 of the scope and key: the raw key (say a payment's id) never
+/// reaches Redis, logs or errors. The scope is written as is
+/// (percent-encoded), so an operator can find a scope's records.
+///
+/// # Topologies
+///
+/// Every store the client supports: in memory, one Redis, replicas with
+/// `WAIT`, Cluster (both keys of a record share one hash tag), Sentinel. A
+/// Redlock client has no single Redis: its records are kept in this
+/// process, which protects this instance only (a warning is logged once).
+///
+/// A call is made by [`LockClient::idempotent`]: set its options, then
+/// [`run`](Self::run) the work.
 #[derive(Debug, Clone)]
 #[must_use = "a run-once call does nothing until `run` is awaited"]
 pub struct Idempotent {
@@ -201,7 +205,7 @@ impl Idempotent {
     }
 
     /// Runs `work` once for this key, or answers with what the record
-    /// holds (see the [module docs](self)). `Ok(Ok(value))`: the work's
+    /// holds (see [`Idempotent`]). `Ok(Ok(value))`: the work's
     /// value, now or replayed; `Ok(Err(e))`: the work ran now and failed
     /// (nothing was stored, so a retry runs it again); `Err(_)`: the work
     /// did not run now, see [`IdempotentError`].
