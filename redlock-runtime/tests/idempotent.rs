@@ -51,6 +51,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     scenario!(bad_keys_and_options_are_refused_before_the_work),
     scenario!(many_workers_run_each_key_once),
     scenario!(the_attribute_runs_its_body_once_per_key),
+    scenario!(a_run_longer_than_its_lease_keeps_its_key),
 ];
 
 async fn run_all(nodes: Nodes, store: &str) {
@@ -686,4 +687,59 @@ async fn the_attribute_runs_its_body_once_per_key(nodes: Nodes) {
         matches!(refused, Err(IdempotentError::Mismatch)),
         "{refused:?}"
     );
+}
+
+/// The watchdog renews the lease while the work runs: a run three leases
+/// long keeps its key (duplicates are told it is in progress, none takes
+/// it over), and stores its result.
+async fn a_run_longer_than_its_lease_keeps_its_key(nodes: Nodes) {
+    let key = key("long");
+    let lease = Duration::from_millis(300);
+    let started = Arc::new(Notify::new());
+    let first = {
+        let (client, key, started) = (nodes.node(0).clone(), key.clone(), Arc::clone(&started));
+        tokio::spawn(async move {
+            client
+                .idempotent(key)
+                .lease(lease)
+                .run(|work| async move {
+                    started.notify_one();
+                    tokio::time::sleep(lease * 3).await;
+                    assert!(work.is_held(), "renewed while the work runs");
+                    Ok::<_, String>(work.fencing_token())
+                })
+                .await
+        })
+    };
+    started.notified().await;
+    let deadline = Instant::now() + lease * 3;
+    let mut duplicates = 0;
+    while Instant::now() + Duration::from_millis(50) < deadline {
+        let duplicate = nodes
+            .node(1 + duplicates % 2)
+            .idempotent(&key)
+            .lease(lease)
+            .run(|_| async { Ok::<u64, String>(0) })
+            .await;
+        match duplicate {
+            Err(IdempotentError::InProgress { .. }) => duplicates += 1,
+            // The first run finished early (a slow machine): its result.
+            Ok(Ok(token)) if token != 0 => break,
+            other => panic!("a duplicate took the key over: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let token = first
+        .await
+        .expect("task")
+        .expect("no store error")
+        .expect("ok");
+    assert!(duplicates >= 2, "duplicates told in progress: {duplicates}");
+    let replayed = nodes
+        .node(2)
+        .idempotent(&key)
+        .run(|_| async { Ok::<u64, String>(0) })
+        .await
+        .expect("no store error");
+    assert_eq!(replayed, Ok(token));
 }
