@@ -50,7 +50,7 @@ fn held_at_end(holder: Option<&str>) -> String {
 pub(crate) const KEY_ACCESS: &str = "its keys or channels";
 
 /// What to do about a command the user's ACL refuses.
-fn not_permitted_advice(command: &str) -> String {
+pub(crate) fn not_permitted_advice(command: &str) -> String {
     let script = matches!(
         command,
         "evalsha" | "eval" | "evalsha_ro" | "eval_ro" | "script" | "script|load"

@@ -374,6 +374,22 @@ async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
     let refused = claimed.expect_err("a record's claim is a script");
     assert_eq!(refused.refused_command().as_deref(), Some("evalsha"));
     assert!(!refused.is_transient());
+    // A run-once call, on the same records: refused before the work.
+    let once = client
+        .idempotent("payment:8")
+        .wait(Duration::from_secs(10))
+        .run(|_| async { panic!("the work must not run") as Result<(), String> })
+        .await;
+    match once {
+        Err(e @ redlock_runtime::IdempotentError::Store(_)) => {
+            assert!(!e.is_transient(), "no retry gets a permission: {e}");
+            assert!(
+                e.to_string().contains("+@scripting"),
+                "says what to grant: {e}"
+            );
+        }
+        other => panic!("expected a store error naming the permission, got {other:?}"),
+    }
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "each refused at once: {:?}",

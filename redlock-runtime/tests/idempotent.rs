@@ -110,6 +110,8 @@ fn on_replicas(server: Server) {
 #[case::cluster("cluster")]
 #[case::valkey_cluster("valkey_cluster")]
 #[case::sentinel("sentinel")]
+#[case::valkey_replicas("valkey_replicas")]
+#[case::valkey_sentinel("valkey_sentinel")]
 fn every_scenario(#[case] store: &str) {
     match store {
         "memory" => on(Backend::Memory),
@@ -121,6 +123,8 @@ fn every_scenario(#[case] store: &str) {
         "cluster" => on(Backend::Cluster),
         "valkey_cluster" => on(Backend::ValkeyCluster),
         "sentinel" => on(Backend::Sentinel),
+        "valkey_replicas" => on_replicas(Server::Valkey),
+        "valkey_sentinel" => on(Backend::ValkeySentinel),
         other => panic!("no store {other}"),
     }
 }

@@ -351,7 +351,16 @@ pub struct RecordError(OpError);
 
 impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        match self.refused_command() {
+            // Says what to grant, as `LockError::NotPermitted` does.
+            Some(command) => write!(
+                f,
+                "the Redis user may not run `{command}`, which idempotency records need \
+                 (NOPERM): {}",
+                crate::error::not_permitted_advice(&command)
+            ),
+            None => self.0.fmt(f),
+        }
     }
 }
 
