@@ -33,6 +33,30 @@ fn client(url: &str) -> LockClient {
         .expect("client")
 }
 
+/// For [`SOAK`], every 150 to 400 ms one fault at random (seeded): latency
+/// on the proxy, every connection cut, Redis paused up to 900 ms, or
+/// restarted empty. Returns how many.
+async fn inject_faults(server: &mut RedisServer, proxy: &FaultProxy, seed: u64) -> usize {
+    let started = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut faults = 0;
+    while started.elapsed() < SOAK {
+        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
+        match rng.u8(0..4) {
+            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
+            1 => proxy.cut_all(),
+            2 => {
+                server
+                    .pause_for(Duration::from_millis(rng.u64(50..900)))
+                    .await
+            }
+            _ => server.restart().await,
+        }
+        faults += 1;
+    }
+    faults
+}
+
 /// Idempotent requests under the same treatment: two servers share a Redis
 /// behind a faulty proxy; clients send requests on a few keys and cut them
 /// short at random (the connection is dropped); each handler run writes to
@@ -109,23 +133,7 @@ async fn soak_idempotent_requests() {
             }
         }));
     }
-    let started = Instant::now();
-    let mut rng = fastrand::Rng::with_seed(55);
-    let mut faults = 0;
-    while started.elapsed() < SOAK {
-        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
-        match rng.u8(0..4) {
-            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
-            1 => proxy.cut_all(),
-            2 => {
-                server
-                    .pause_for(Duration::from_millis(rng.u64(50..900)))
-                    .await
-            }
-            _ => server.restart().await,
-        }
-        faults += 1;
-    }
+    let faults = inject_faults(&mut server, &proxy, 55).await;
     stop.store(true, Ordering::Relaxed);
     for task in clients {
         tokio::time::timeout(Duration::from_secs(10), task)
@@ -243,23 +251,7 @@ async fn soak_run_once_calls() {
             }
         }));
     }
-    let started = Instant::now();
-    let mut rng = fastrand::Rng::with_seed(77);
-    let mut faults = 0;
-    while started.elapsed() < SOAK {
-        tokio::time::sleep(Duration::from_millis(rng.u64(150..400))).await;
-        match rng.u8(0..4) {
-            0 => proxy.set_latency(Duration::from_millis(rng.u64(0..80))),
-            1 => proxy.cut_all(),
-            2 => {
-                server
-                    .pause_for(Duration::from_millis(rng.u64(50..900)))
-                    .await
-            }
-            _ => server.restart().await,
-        }
-        faults += 1;
-    }
+    let faults = inject_faults(&mut server, &proxy, 77).await;
     stop.store(true, Ordering::Relaxed);
     for task in tasks {
         tokio::time::timeout(Duration::from_secs(10), task)

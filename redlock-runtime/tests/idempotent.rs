@@ -175,22 +175,7 @@ async fn a_duplicate_gets_the_stored_result_without_running(nodes: Nodes) {
 
 async fn a_concurrent_duplicate_is_told_in_progress_or_waits_for_the_result(nodes: Nodes) {
     let key = key("busy");
-    let (started, finish) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let first = {
-        let (client, key) = (nodes.node(0).clone(), key.clone());
-        let (started, finish) = (Arc::clone(&started), Arc::clone(&finish));
-        tokio::spawn(async move {
-            client
-                .idempotent(key)
-                .run(|_| async move {
-                    started.notify_one();
-                    finish.notified().await;
-                    Ok::<_, String>("done".to_owned())
-                })
-                .await
-        })
-    };
-    started.notified().await;
+    let first = start_first_run(nodes.node(0), &key, Ok("done".to_owned())).await;
     let busy = nodes
         .node(1)
         .idempotent(&key)
@@ -203,20 +188,11 @@ async fn a_concurrent_duplicate_is_told_in_progress_or_waits_for_the_result(node
         }
         other => panic!("expected InProgress, got {other:?}"),
     }
-    let waiter = {
-        let (client, key) = (nodes.node(2).clone(), key.clone());
-        tokio::spawn(async move {
-            client
-                .idempotent(key)
-                .wait(Duration::from_secs(20))
-                .run(|_| async { Ok::<_, String>("the waiter ran".to_owned()) })
-                .await
-        })
-    };
+    let waiter = spawn_waiter(nodes.node(2), &key);
     // Let the waiter reach its wait, then let the first run finish.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    finish.notify_one();
-    let first = first.await.expect("task").expect("no store error");
+    first.finish.notify_one();
+    let first = first.task.await.expect("task").expect("no store error");
     assert_eq!(first, Ok("done".to_owned()));
     let waited = waiter.await.expect("task").expect("no store error");
     assert_eq!(
@@ -224,6 +200,52 @@ async fn a_concurrent_duplicate_is_told_in_progress_or_waits_for_the_result(node
         Ok("done".to_owned()),
         "the waiter got the first run's result"
     );
+}
+
+/// A first run of `key` on `client` that has started its work and ends it
+/// with `outcome` once `finish` is notified.
+struct Running {
+    task: tokio::task::JoinHandle<Result<Result<String, String>, IdempotentError>>,
+    finish: Arc<Notify>,
+}
+
+async fn start_first_run(
+    client: &LockClient,
+    key: &str,
+    outcome: Result<String, String>,
+) -> Running {
+    let (started, finish) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let task = {
+        let (client, key) = (client.clone(), key.to_owned());
+        let (started, finish) = (Arc::clone(&started), Arc::clone(&finish));
+        tokio::spawn(async move {
+            client
+                .idempotent(key)
+                .run(|_| async move {
+                    started.notify_one();
+                    finish.notified().await;
+                    outcome
+                })
+                .await
+        })
+    };
+    started.notified().await;
+    Running { task, finish }
+}
+
+/// A call that waits up to 20 s for a running call's result.
+fn spawn_waiter(
+    client: &LockClient,
+    key: &str,
+) -> tokio::task::JoinHandle<Result<Result<String, String>, IdempotentError>> {
+    let (client, key) = (client.clone(), key.to_owned());
+    tokio::spawn(async move {
+        client
+            .idempotent(key)
+            .wait(Duration::from_secs(20))
+            .run(|_| async { Ok::<_, String>("the waiter ran".to_owned()) })
+            .await
+    })
 }
 
 /// Waits (bounded) until `key`'s record is free again: a cancelled run's
@@ -302,36 +324,12 @@ async fn a_failed_panicking_or_cancelled_run_stores_nothing(nodes: Nodes) {
 
 async fn a_waiter_runs_the_work_when_the_first_run_fails(nodes: Nodes) {
     let key = key("wait-fail");
-    let (started, finish) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let first = {
-        let (client, key) = (nodes.node(0).clone(), key.clone());
-        let (started, finish) = (Arc::clone(&started), Arc::clone(&finish));
-        tokio::spawn(async move {
-            client
-                .idempotent(key)
-                .run(|_| async move {
-                    started.notify_one();
-                    finish.notified().await;
-                    Err::<String, _>("failed".to_owned())
-                })
-                .await
-        })
-    };
-    started.notified().await;
-    let waiter = {
-        let (client, key) = (nodes.node(1).clone(), key.clone());
-        tokio::spawn(async move {
-            client
-                .idempotent(key)
-                .wait(Duration::from_secs(20))
-                .run(|_| async { Ok::<_, String>("the waiter ran".to_owned()) })
-                .await
-        })
-    };
+    let first = start_first_run(nodes.node(0), &key, Err("failed".to_owned())).await;
+    let waiter = spawn_waiter(nodes.node(1), &key);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    finish.notify_one();
+    first.finish.notify_one();
     assert_eq!(
-        first.await.expect("task").expect("no store error"),
+        first.task.await.expect("task").expect("no store error"),
         Err("failed".to_owned())
     );
     assert_eq!(
