@@ -60,7 +60,7 @@ pub(crate) struct Vars {
 }
 
 impl Vars {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let ident = |name: &str| Ident::new(name, Span::mixed_site());
         Vars {
             key: ident("__redlock_key"),
@@ -89,11 +89,31 @@ pub(crate) struct Function<'a> {
 }
 
 /// The statements that replace the body.
-pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
-    let krate = match &args.crate_path {
+/// `::redlock_runtime`, or the path `crate = ".."` gives.
+pub(crate) fn crate_path(args: &LockArgs) -> TokenStream {
+    match &args.crate_path {
         Some(path) => path.to_token_stream(),
         None => quote!(::redlock_runtime),
-    };
+    }
+}
+
+/// The client: `__private::client(&(expr))` for `client = expr`, spanned on
+/// the expression, else the installed one. A `Result<LockClient, LockError>`.
+pub(crate) fn client_block(args: &LockArgs, private: &TokenStream) -> TokenStream {
+    match &args.client {
+        Some(expr) => {
+            let span = expr.span();
+            let mut inner = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
+            inner.set_span(span);
+            let borrow = respan(quote!(&), span);
+            spanned_call(quote!(#private::client), quote!(#borrow #inner), span)
+        }
+        None => quote!(#private::installed_client()),
+    }
+}
+
+pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
+    let krate = crate_path(args);
     let private = quote!(#krate::__private);
     let v = Vars::new();
     let Vars {
@@ -130,20 +150,7 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
         },
     };
 
-    let client = match &args.client {
-        Some(expr) => {
-            let span = expr.span();
-            let mut inner = Group::new(Delimiter::Parenthesis, expr.to_token_stream());
-            inner.set_span(span);
-            let borrow = respan(quote!(&), span);
-            spanned_call(quote!(#private::client), quote!(#borrow #inner), span)
-        }
-        None => quote!(#private::installed_client()),
-    };
-
-    if matches!(args.take, Take::Idempotent) {
-        return crate::once::statements(args, func, &krate, &v, key, client);
-    }
+    let client = client_block(args, &private);
 
     // The metrics' `lock` label: the template as written, placeholders and
     // all (the templates, for `keys`); made into an `Arc<str>` once, by
@@ -265,7 +272,7 @@ fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
         Take::Read => quote!(#krate::RwLock::read(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Write => quote!(#krate::RwLock::write(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Multi => quote!(#krate::LockClient::multi_lock(&#client, #key)),
-        // `once.rs` expands it (see `locked`).
+        // `once.rs` expands it instead of `locked`.
         Take::Idempotent => return quote!(),
         Take::Permit { limit, span } => {
             let mut limit = Literal::u32_suffixed(limit);
@@ -316,7 +323,7 @@ fn call(
         Take::Lock | Take::Read | Take::Write => quote!(#private::LockRequest),
         Take::Multi => quote!(#krate::MultiLock),
         Take::Permit { .. } => quote!(#krate::Semaphore),
-        // `once.rs` expands it (see `locked`).
+        // `once.rs` expands it instead of `locked`.
         Take::Idempotent => return quote!(),
     };
     // The conversions into the return type are spanned on it, so that a

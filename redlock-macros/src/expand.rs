@@ -250,15 +250,16 @@ fn rewrite(func: AsyncFn, shape: Shape, args: LockArgs) -> TokenStream {
         },
     };
     let body = quote_spanned!(body_span=> async move { #rebinds #fake_return #body });
-    let locked = call::locked(
-        &args,
-        Function {
-            arguments: &arguments,
-            name,
-            body,
-            ret_span,
-        },
-    );
+    let function = Function {
+        arguments: &arguments,
+        name,
+        body,
+        ret_span,
+    };
+    let locked = match args.take {
+        Take::Idempotent => crate::once::statements(&args, function),
+        _ => call::locked(&args, function),
+    };
     let block = match shape {
         Shape::Async => braced(quote!(#(#inner_attrs)* #locked), brace_span),
         // `Box::pin(async move { <the lock, around the original block> })`.

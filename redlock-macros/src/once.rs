@@ -1,5 +1,6 @@
 //! The statements that replace an `#[idempotent]` function's body: build
-//! the key (and the fingerprint's text), get the client, then run the body
+//! the key (and the fingerprint's text), get the client (both as
+//! `call.rs` does for a lock), then run the body
 //! once per key through `__private::idempotent`, which converts a failure
 //! into the function's error type. The call is spanned on the return type,
 //! so an unmet bound (`T: Serialize`, `E: From<IdempotentError>`) is
@@ -10,23 +11,25 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 
 use crate::attr::LockArgs;
-use crate::call::{Function, Vars, duration, key_block, spanned_call};
+use crate::call::{Function, Vars, client_block, crate_path, duration, key_block, spanned_call};
 
-/// The statements; `key` and `client` are the blocks `call::locked` made.
-pub(crate) fn statements(
-    args: &LockArgs,
-    func: Function<'_>,
-    krate: &TokenStream,
-    v: &Vars,
-    key: TokenStream,
-    client: TokenStream,
-) -> TokenStream {
+/// The statements that replace the body (as `call::locked`'s do for a
+/// lock).
+pub(crate) fn statements(args: &LockArgs, func: Function<'_>) -> TokenStream {
+    let krate = crate_path(args);
     let private = quote!(#krate::__private);
+    let v = Vars::new();
     let Vars {
         key: key_var,
         client: client_var,
         ..
-    } = v;
+    } = &v;
+    // `attr.rs` made sure there is a key (else this is not reached).
+    let key = match args.keys.first() {
+        Some(key) => key_block(key, func.arguments, &private, key_var),
+        None => quote!({}),
+    };
+    let client = client_block(args, &private);
     let fingerprint_var = Ident::new("__redlock_fingerprint", Span::mixed_site());
     let fingerprint = match &args.fingerprint {
         Some(template) => {

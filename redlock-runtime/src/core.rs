@@ -96,7 +96,7 @@ pub(crate) struct Core {
     tasks: TaskTracker,
     /// A Redlock client's idempotency records, kept in this process (it
     /// has no single Redis): made on first use, shared by every
-    /// [`Records`](crate::records::Records) of this client.
+    /// `Records` of this client.
     local_records: std::sync::OnceLock<Arc<Core>>,
 }
 
