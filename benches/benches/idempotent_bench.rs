@@ -15,9 +15,12 @@
 //! `--concurrency` tasks (1 and 32 by default) call it in a closed loop,
 //! either directly (`bare`) or through `client.idempotent(key).run(..)` with
 //! a new key per call (`once`: every call claims and completes a record,
-//! two round trips). The two alternate in slices, so that drift in the
-//! machine's state hits both alike, and the ratio once / bare of the mean
-//! call time is the figure. `replay` then calls a key that completed
+//! two round trips), or around the same two scripts sent by hand on a
+//! redis-rs connection (`raw`: the floor of two round trips, without the
+//! client's lease, watchdog, give-back and record end around them). The
+//! three alternate in slices, so that drift in the machine's state hits
+//! them alike; the ratios once / bare and once / raw of the mean call time
+//! are the figures. `replay` then calls a key that completed
 //! already: one round trip, the stored result decoded, the work not run.
 //!
 //! The last line is one JSON object with the figures (field names stable;
@@ -110,8 +113,53 @@ fn parse_args() -> Result<Args, String> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Bare,
+    Raw,
     Once,
     Replay,
+}
+
+/// The raw baseline: the record's claim and completion scripts, by hand.
+#[derive(Clone)]
+struct Raw {
+    conn: redis::aio::MultiplexedConnection,
+    claim: Arc<redis::Script>,
+    complete: Arc<redis::Script>,
+}
+
+impl Raw {
+    /// Claims a new record, waits `work`, completes it: `true` when both
+    /// answered as the client expects.
+    async fn call(&self, work: Duration) -> bool {
+        let mut conn = self.conn.clone();
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (record, fence) = (format!("raw:{{{id}}}"), format!("raw:{{{id}}}:fence"));
+        let claimed: redis::RedisResult<Vec<Vec<u8>>> = self
+            .claim
+            .key(&record)
+            .key(&fence)
+            .arg(&id)
+            .arg(30_000)
+            .arg("")
+            .arg(86_430_000)
+            .invoke_async(&mut conn)
+            .await;
+        if !matches!(claimed.as_deref(), Ok([state, _]) if state.as_slice() == b"claimed") {
+            return false;
+        }
+        tokio::time::sleep(work).await;
+        let done: redis::RedisResult<i64> = self
+            .complete
+            .key(&record)
+            .arg(&id)
+            .arg("c")
+            .arg(200)
+            .arg("redlock-idempotent/1")
+            .arg("42")
+            .arg(86_400_000)
+            .invoke_async(&mut conn)
+            .await;
+        matches!(done, Ok(1))
+    }
 }
 
 /// Calls made and their total and sorted latencies.
@@ -156,6 +204,7 @@ impl Cell {
 /// `tasks` tasks calling in a closed loop for `slice`; latencies into
 /// `cell`.
 async fn slice(
+    raw: &Raw,
     client: &LockClient,
     mode: Mode,
     tasks: usize,
@@ -167,7 +216,7 @@ async fn slice(
     let end = start + slice;
     let mut handles = Vec::new();
     for task in 0..tasks {
-        let client = client.clone();
+        let (client, raw) = (client.clone(), raw.clone());
         handles.push(tokio::spawn(async move {
             let (mut latencies, mut failures) = (Vec::new(), 0u64);
             while Instant::now() < end {
@@ -177,6 +226,7 @@ async fn slice(
                         tokio::time::sleep(work).await;
                         true
                     }
+                    Mode::Raw => raw.call(work).await,
                     Mode::Once => {
                         let key = uuid::Uuid::new_v4().simple().to_string();
                         let ran = client
@@ -267,14 +317,31 @@ async fn main() {
             std::process::exit(1);
         }
     }
-    let server = Arc::new(redis);
+    let raw = match redis::Client::open(redis.url()) {
+        Ok(raw) => raw.get_multiplexed_async_connection().await,
+        Err(e) => Err(e),
+    };
+    let raw = match raw {
+        Ok(conn) => {
+            let (claim, complete) = redlock_runtime::test_util::record_lua();
+            Raw {
+                conn,
+                claim: Arc::new(redis::Script::new(&claim)),
+                complete: Arc::new(redis::Script::new(&complete)),
+            }
+        }
+        Err(e) => {
+            eprintln!("cannot connect the raw baseline: {e}");
+            std::process::exit(1);
+        }
+    };
     println!();
     println!(
         "idempotent_bench: work {} ms, {} s per cell in {} s slices, {}",
         args.work_ms,
         args.seconds,
         args.slice,
-        server.url()
+        redis.url()
     );
     println!();
     println!(
@@ -284,41 +351,41 @@ async fn main() {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut json = Vec::new();
     for &tasks in &args.concurrency {
-        let (mut bare, mut once, mut replay) = (Cell::default(), Cell::default(), Cell::default());
+        let mut cells: [Cell; 4] = Default::default();
+        let [bare, raw_cell, once, replay] = &mut cells;
         // Warm-up: connections, scripts loaded.
-        slice(
-            &client,
-            Mode::Once,
-            tasks,
-            work,
-            slice_len / 2,
-            &mut Cell::default(),
-        )
-        .await;
+        for mode in [Mode::Raw, Mode::Once] {
+            let warm = &mut Cell::default();
+            slice(&raw, &client, mode, tasks, work, slice_len / 2, warm).await;
+        }
+        // Bare, raw and once in turns, each first in every third slice.
+        let order = [(Mode::Bare, 0), (Mode::Raw, 1), (Mode::Once, 2)];
         for n in 0..slices {
             eprintln!("concurrency {tasks}: slice {}/{slices}", n + 1);
-            if n % 2 == 0 {
-                slice(&client, Mode::Bare, tasks, work, slice_len, &mut bare).await;
-                slice(&client, Mode::Once, tasks, work, slice_len, &mut once).await;
-            } else {
-                slice(&client, Mode::Once, tasks, work, slice_len, &mut once).await;
-                slice(&client, Mode::Bare, tasks, work, slice_len, &mut bare).await;
+            for i in 0..order.len() {
+                let (mode, at) = order[(n + i) % order.len()];
+                let cell = match at {
+                    0 => &mut *bare,
+                    1 => &mut *raw_cell,
+                    _ => &mut *once,
+                };
+                slice(&raw, &client, mode, tasks, work, slice_len, cell).await;
             }
-            slice(
-                &client,
-                Mode::Replay,
-                tasks,
-                work,
-                slice_len / 2,
-                &mut replay,
-            )
-            .await;
+            let half = slice_len / 2;
+            slice(&raw, &client, Mode::Replay, tasks, work, half, replay).await;
         }
         let ratio = once.mean_ms() / bare.mean_ms();
+        let raw_ratio = raw_cell.mean_ms() / bare.mean_ms();
+        let over_raw = once.mean_ms() / raw_cell.mean_ms();
         for (name, cell, ratio) in [
-            ("bare", &mut bare, String::new()),
-            ("once", &mut once, format!("{ratio:.3}")),
-            ("replay", &mut replay, String::new()),
+            ("bare", &mut *bare, String::new()),
+            ("raw", &mut *raw_cell, format!("{raw_ratio:.3}")),
+            (
+                "once",
+                &mut *once,
+                format!("{ratio:.3} ({over_raw:.3} × raw)"),
+            ),
+            ("replay", &mut *replay, String::new()),
         ] {
             println!(
                 "| {tasks} | {name} | {:.0} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {ratio} |",
@@ -343,7 +410,11 @@ async fn main() {
             "bare_client_cpu_us": bare.cpu_us_per_call(),
             "once_client_cpu_us": once.cpu_us_per_call(),
             "replay_client_cpu_us": replay.cpu_us_per_call(),
-            "failures": bare.failures + once.failures + replay.failures,
+            "raw_mean_ms": raw_cell.mean_ms(),
+            "raw_over_bare": raw_ratio,
+            "once_over_raw": over_raw,
+            "raw_client_cpu_us": raw_cell.cpu_us_per_call(),
+            "failures": bare.failures + raw_cell.failures + once.failures + replay.failures,
         }));
     }
     println!();

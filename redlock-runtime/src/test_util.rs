@@ -78,6 +78,17 @@ pub fn issue_fence_lua() -> String {
     crate::primitive::lock::ISSUE_FENCE.text(crate::scripts::Publish::Plain)
 }
 
+/// The texts of an idempotency record's claim and completion scripts, as
+/// one Redis receives them (for idempotent_bench's raw baseline: the same
+/// two scripts without the client around them).
+pub fn record_lua() -> (String, String) {
+    use crate::primitive::record::{RECORD_CLAIM, RECORD_COMPLETE};
+    (
+        RECORD_CLAIM.text(crate::scripts::Publish::Plain),
+        RECORD_COMPLETE.text(crate::scripts::Publish::Plain),
+    )
+}
+
 /// The text of the script a fair waiter that gives up runs (its
 /// give-back), as one Redis receives it (for the test that runs it after
 /// a release granted that waiter the lock).
