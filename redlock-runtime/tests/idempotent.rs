@@ -68,7 +68,9 @@ fn on(backend: Backend) {
             // A Redlock client keeps its records in its process: its
             // workers are tasks of one client.
             match (backend, clients.first()) {
-                (Backend::Redlock, Some(first)) => clients.push(LockClient::clone(first)),
+                (Backend::Redlock | Backend::ValkeyRedlock, Some(first)) => {
+                    clients.push(LockClient::clone(first))
+                }
                 _ => clients.push(b.client().await),
             }
         }
@@ -112,6 +114,7 @@ fn on_replicas(server: Server) {
 #[case::sentinel("sentinel")]
 #[case::valkey_replicas("valkey_replicas")]
 #[case::valkey_sentinel("valkey_sentinel")]
+#[case::valkey_redlock("valkey_redlock")]
 fn every_scenario(#[case] store: &str) {
     match store {
         "memory" => on(Backend::Memory),
@@ -125,6 +128,7 @@ fn every_scenario(#[case] store: &str) {
         "sentinel" => on(Backend::Sentinel),
         "valkey_replicas" => on_replicas(Server::Valkey),
         "valkey_sentinel" => on(Backend::ValkeySentinel),
+        "valkey_redlock" => on(Backend::ValkeyRedlock),
         other => panic!("no store {other}"),
     }
 }

@@ -24,8 +24,11 @@ fn near_now(t: SystemTime, slack: Duration) -> bool {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn inspect_shows_the_holder_its_lease_and_the_last_token(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let locks = b.client().await;
@@ -44,7 +47,7 @@ fn inspect_shows_the_holder_its_lease_and_the_last_token(#[case] backend: Backen
         assert!(left <= ttl && left > ttl - Duration::from_secs(5), "{left:?}");
         // Redlock: the largest counter of any node, which a node that was
         // not among the first majority may have raised past the holder's.
-        if b.backend() == Backend::Redlock {
+        if b.backend().topology() == Backend::Redlock {
             assert!(info.fencing_token >= Some(token), "{info:?}");
         } else {
             assert_eq!(info.fencing_token, Some(token));
@@ -86,7 +89,9 @@ fn inspect_shows_the_holder_its_lease_and_the_last_token(#[case] backend: Backen
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn inspect_shows_fair_waiters_readers_writers_and_permits(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let locks = b.client().await;
@@ -221,7 +226,9 @@ fn held_since_the_release(since: SystemTime, released: SystemTime, what: &str) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn issue_32_a_holder_that_waited_is_shown_from_when_it_took_the_lock(#[case] backend: Backend) {
     // The waiter asks for 1.5 s before it gets the lock: `inspect` must
     // count its hold from then, not from when it started waiting (its
@@ -351,8 +358,11 @@ fn issue_32_a_holder_that_waited_in_a_line_is_shown_from_its_grant(
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn held_lists_what_this_client_holds(#[case] backend: Backend) {
     use redlock_runtime::LeaseKind;
     backend.run_threaded(|b| async move {
@@ -371,7 +381,7 @@ fn held_lists_what_this_client_holds(#[case] backend: Backend) {
         // A Redlock client takes locks only (the synchronizers keep their
         // state in one store); the in-memory backend's clients share one
         // process's books.
-        let one_store = b.backend() != Backend::Redlock;
+        let one_store = b.backend().topology() != Backend::Redlock;
         let rw = locks.rw_lock("held:rw");
         let jobs = locks.semaphore("held:jobs", 3);
         let (read, permits) = if one_store {

@@ -57,8 +57,11 @@ fn lost_reason(result: Result<impl std::fmt::Debug, LockError>) -> LostReason {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn a_lock_deleted_and_taken_by_another_owner_says_taken_over(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (mine, theirs) = (b.client().await, b.client().await);
@@ -93,8 +96,11 @@ fn a_lock_deleted_and_taken_by_another_owner_says_taken_over(#[case] backend: Ba
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn an_extend_release_or_fence_finding_the_key_taken_or_gone_says_which(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (mine, theirs) = (b.client().await, b.client().await);
@@ -171,7 +177,7 @@ fn an_extend_release_or_fence_finding_the_key_taken_or_gone_says_which(#[case] b
             .await
             .expect("acquire");
         delete_behind_the_clients_back(&b, "lock:{reasons:fence}").await;
-        if b.backend() != Backend::Redlock {
+        if b.backend().topology() != Backend::Redlock {
             assert_eq!(
                 lost_reason(guard.fencing_token().await),
                 LostReason::TokenGone
@@ -185,6 +191,7 @@ fn an_extend_release_or_fence_finding_the_key_taken_or_gone_says_which(#[case] b
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_lease_that_ran_out_unrenewed_says_expired_even_once_taken(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (mine, theirs) = (b.client().await, b.client().await);
@@ -216,8 +223,11 @@ fn a_lease_that_ran_out_unrenewed_says_expired_even_once_taken(#[case] backend: 
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn force_release_ends_a_stuck_holder_which_learns_an_operator_ended_it(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (stuck, next, operator) = (b.client().await, b.client().await, b.client().await);
@@ -299,6 +309,7 @@ fn force_release_ends_a_stuck_holder_which_learns_an_operator_ended_it(#[case] b
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (held, waiting, operator) = (b.client().await, b.client().await, b.client().await);
@@ -345,6 +356,7 @@ fn force_release_ends_a_read_write_lock_and_wakes_its_waiters(#[case] backend: B
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn force_release_of_a_fair_lock_hands_it_to_the_first_in_line(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let (held, waiting, operator) = (b.client().await, b.client().await, b.client().await);

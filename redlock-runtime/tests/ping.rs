@@ -14,13 +14,16 @@ use rstest::rstest;
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn every_node_answers_with_its_role(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let locks = b.client().await;
         let nodes = locks.ping().await.expect("every node answers");
-        let (count, role) = match b.backend() {
+        let (count, role) = match b.backend().topology() {
             Backend::Memory => (1, NodeRole::Memory),
             Backend::Redlock => (REDLOCK_NODES, NodeRole::Primary { replicas: 0 }),
             // 3 masters, no replicas.

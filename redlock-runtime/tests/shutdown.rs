@@ -21,14 +21,17 @@ const BOUND: Duration = Duration::from_secs(10);
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::redlock(Backend::Redlock)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn shutdown_releases_what_the_client_holds_and_refuses_what_comes_after(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let locks = b.client().await;
         // Another process (the in-memory backend has one process's store,
         // whose clients share this one's books: no other).
-        let other = match b.backend() {
+        let other = match b.backend().topology() {
             Backend::Memory => None,
             _ => Some(b.client().await),
         };
@@ -40,7 +43,7 @@ fn shutdown_releases_what_the_client_holds_and_refuses_what_comes_after(#[case] 
             .await
             .expect("lock");
         let lost = guard.lost();
-        let permits = if b.backend() == Backend::Redlock {
+        let permits = if b.backend().topology() == Backend::Redlock {
             None // a Redlock client takes locks only
         } else {
             let jobs = locks.semaphore("sd:jobs", 2);

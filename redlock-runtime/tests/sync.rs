@@ -751,6 +751,7 @@ const SCENARIOS: [(&str, Scenario); 13] = [
 #[case::cluster("cluster")]
 #[case::valkey_cluster("valkey_cluster")]
 #[case::sentinel("sentinel")]
+#[case::valkey_sentinel("valkey_sentinel")]
 fn every_scenario(#[case] store: &str) {
     match store {
         "memory" => on(Backend::Memory),
@@ -761,6 +762,7 @@ fn every_scenario(#[case] store: &str) {
         "valkey_replicas" => on_replicas(Server::Valkey),
         "cluster" => on(Backend::Cluster),
         "sentinel" => on(Backend::Sentinel),
+        "valkey_sentinel" => on(Backend::ValkeySentinel),
         other => panic!("no store {other}"),
     }
 }
@@ -768,10 +770,13 @@ fn every_scenario(#[case] store: &str) {
 // ----- Redlock -----
 
 /// Redlock offers the multi-lock (each key by quorum) and refuses the
-/// other synchronizers with a typed error that says what to use.
-#[test]
-fn redlock_takes_multi_locks_and_refuses_the_rest() {
-    Backend::Redlock.run(|b| async move {
+/// other synchronizers, and fair mode, with a typed error that says what
+/// to use; over Redis and over Valkey nodes.
+#[rstest]
+#[case::redis(Backend::Redlock)]
+#[case::valkey(Backend::ValkeyRedlock)]
+fn redlock_takes_multi_locks_and_refuses_the_rest(#[case] backend: Backend) {
+    backend.run(|b| async move {
         let locks = b.client().await;
         let both = locks
             .multi_lock(["x", "y"])
@@ -791,6 +796,7 @@ fn redlock_takes_multi_locks_and_refuses_the_rest() {
                 .try_set_count(1, Duration::from_secs(1))
                 .await
                 .map(drop),
+            locks.lock("f").fair().acquire().await.map(drop),
         ];
         for result in refused {
             let err = result.expect_err("refused on Redlock");
