@@ -161,20 +161,29 @@ pub(crate) fn scrub(text: &str, url: &str) -> String {
 
 /// Checks a user's lock key: non-empty and at most [`MAX_KEY_LEN`] bytes.
 pub(crate) fn validate_key(key: &str) -> Result<(), LockError> {
-    let reason = if key.is_empty() {
-        "a lock key must not be empty".to_owned()
+    match key_problem(key) {
+        None => Ok(()),
+        Some(reason) => Err(LockError::InvalidKey {
+            key: preview(key),
+            reason,
+        }),
+    }
+}
+
+/// What is wrong with a user's key (a lock's, an idempotency key), if
+/// anything: empty, or longer than [`MAX_KEY_LEN`] bytes. Never quotes the
+/// key (an idempotency key may be a secret).
+pub(crate) fn key_problem(key: &str) -> Option<String> {
+    if key.is_empty() {
+        Some("a key must not be empty".to_owned())
     } else if key.len() > MAX_KEY_LEN {
-        format!(
+        Some(format!(
             "the key is {} bytes long; at most {MAX_KEY_LEN} bytes are allowed (after the prefix)",
             key.len()
-        )
+        ))
     } else {
-        return Ok(());
-    };
-    Err(LockError::InvalidKey {
-        key: preview(key),
-        reason,
-    })
+        None
+    }
 }
 
 fn preview(key: &str) -> String {

@@ -15,7 +15,6 @@ use sha2::{Digest, Sha256};
 use crate::client::LockClient;
 use crate::lock::{HeldLock, Lost};
 use crate::records::{Claimed, End, RecordKeys, Records};
-use crate::util::MAX_KEY_LEN;
 
 pub use error::IdempotentError;
 
@@ -320,18 +319,8 @@ impl Idempotent {
     /// The options, checked; the fingerprint.
     fn check(&self) -> Result<String, IdempotentError> {
         let invalid = |reason: String| Err(IdempotentError::InvalidOption { reason });
-        if self.key.is_empty() {
-            return Err(IdempotentError::InvalidKey {
-                reason: "an idempotency key must not be empty".to_owned(),
-            });
-        }
-        if self.key.len() > MAX_KEY_LEN {
-            return Err(IdempotentError::InvalidKey {
-                reason: format!(
-                    "the key is {} bytes long; at most {MAX_KEY_LEN} bytes are allowed",
-                    self.key.len()
-                ),
-            });
+        if let Some(reason) = crate::util::key_problem(&self.key) {
+            return Err(IdempotentError::InvalidKey { reason });
         }
         if self.scope.is_empty() || self.scope.len() > MAX_SCOPE_LEN {
             return invalid(format!(
