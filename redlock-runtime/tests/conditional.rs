@@ -6,15 +6,15 @@
 //! (Redis 7.0), and the scripts again whenever the server refuses the
 //! command (an ACL) or the write (`OOM`).
 //!
-//! What each test counts is `INFO commandstats` of the one server it
-//! starts, which only its clients use.
+//! What each test counts is `INFO commandstats` of the servers it starts,
+//! which only its clients use.
 
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redlock_runtime::records::{RecordKeys, Records};
 use redlock_runtime::{LockClient, LockClientBuilder, LockError, RetryPolicy};
-use redlock_tests::{FaultProxy, RedisServer, Server, raw_connection};
+use redlock_tests::{Backend, FaultProxy, RedisServer, Server, Started, raw_connection};
 use rstest::rstest;
 
 /// `cmdstat_<command>`'s `field` (`calls`, `rejected_calls`), 0 when the
@@ -142,6 +142,173 @@ async fn a_plain_release_deletes_without_a_script_where_the_server_can(
     );
 }
 
+/// The servers of `b` whose `INFO commandstats` count each of its
+/// commands once: every node of Redlock (each lock call goes to all) and
+/// Cluster (to the key's master), the primary of Sentinel (a replica
+/// counts what it replays).
+fn counted(b: &Started) -> Vec<String> {
+    let mut urls = b.urls();
+    if b.backend() == Backend::Sentinel {
+        urls.truncate(1);
+    }
+    urls
+}
+
+/// [`stat`], summed over `urls`.
+async fn stat_on(urls: &[String], command: &str, field: &str) -> u64 {
+    let mut total = 0;
+    for url in urls {
+        total += stat(&mut raw_connection(url.as_str()).await, command, field).await;
+    }
+    total
+}
+
+/// [`scripts_run`], summed over `urls`.
+async fn scripts_on(urls: &[String]) -> u64 {
+    stat_on(urls, "evalsha", "calls").await + stat_on(urls, "eval", "calls").await
+}
+
+/// The conditional path on every topology and connection kind it runs
+/// on: a plain lock's release is one `DELIFEQ` per node it is held on, its
+/// renewals and extend are `SET .. IFEQ`, no script runs; a lock taken
+/// over is found lost by the renewal, whose `SET .. IFEQ` leaves the other
+/// owner's value as it was. On Redis 7.0 (and its Cluster) the same
+/// scenario runs the scripts.
+#[rstest]
+#[case::redis(Backend::Redis)]
+#[case::cluster(Backend::Cluster)]
+#[case::valkey(Backend::Valkey)]
+#[case::valkey_manager(Backend::ValkeyManager)]
+#[case::valkey_redlock(Backend::ValkeyRedlock)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
+fn plain_locks_use_the_conditional_commands_on_every_topology(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let name = b.name();
+        let conditional = b.server() == Server::Valkey;
+        // Each lock call goes to every Redlock node, to one node elsewhere.
+        let per_call: u64 = if b.backend() == Backend::Redlock {
+            redlock_tests::REDLOCK_NODES as u64
+        } else {
+            1
+        };
+        let urls = counted(&b);
+        let client = b.client().await;
+        // Connections open and scripts loaded on every node (30 keys
+        // reach each of a cluster's masters), so no NOSCRIPT is counted.
+        plain_pairs(&client, "warm-up", 30).await;
+        for i in 0..30 {
+            let guard = client.lock(format!("warm-up-renewal:{i}")).acquire().await;
+            let guard = guard.expect("free");
+            guard.extend(Duration::from_secs(5)).await.expect("extend");
+            guard.release().await.expect("release");
+        }
+
+        let (scripts, deletes) = (
+            scripts_on(&urls).await,
+            stat_on(&urls, "delifeq", "calls").await,
+        );
+        plain_pairs(&client, "plain", 20).await;
+        let scripts = scripts_on(&urls).await - scripts;
+        let deletes = stat_on(&urls, "delifeq", "calls").await - deletes;
+        // Redlock issues a fencing token with every acquire (its release
+        // raises every node's counter to the largest), so both its acquire
+        // and its release are scripts, on every node, whatever the server.
+        let redlock = b.backend() == Backend::Redlock;
+        let (want_deletes, want_scripts) = match (conditional, redlock) {
+            (_, true) => (0, 2 * 20 * per_call),
+            (true, false) => (20, 0),
+            (false, false) => (0, 20),
+        };
+        assert_eq!(
+            deletes, want_deletes,
+            "{name}: DELIFEQ calls for 20 releases"
+        );
+        assert_eq!(scripts, want_scripts, "{name}: scripts run for 20 pairs");
+
+        let (scripts, sets) = (
+            scripts_on(&urls).await,
+            stat_on(&urls, "set", "calls").await,
+        );
+        let guard = client
+            .lock("renewed")
+            .ttl(Duration::from_millis(600))
+            .acquire()
+            .await
+            .expect("free");
+        // About six watchdog renewals (every third of the ttl).
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        assert!(guard.is_held(), "{name}: renewed");
+        guard.extend(Duration::from_secs(5)).await.expect("extend");
+        let scripts = scripts_on(&urls).await - scripts;
+        let sets = stat_on(&urls, "set", "calls").await - sets;
+        // The acquire: a SET NX, or Redlock's script. The renewals and the
+        // extend: SETs where the server has `SET .. IFEQ`, else scripts.
+        let (acquire_scripts, acquire_sets) = if redlock {
+            (per_call, 0)
+        } else {
+            (0, per_call)
+        };
+        if conditional {
+            assert_eq!(
+                scripts, acquire_scripts,
+                "{name}: renewals and the extend ran no script"
+            );
+            assert!(
+                sets >= acquire_sets + 3 * per_call,
+                "{name}: the renewals and the extend were SETs: {sets}"
+            );
+        } else {
+            assert!(
+                scripts >= acquire_scripts + 3 * per_call,
+                "{name}: renewals and the extend are scripts: {scripts}"
+            );
+            assert_eq!(sets, acquire_sets, "{name}: only a plain acquire is a SET");
+        }
+
+        // Taken over on every node that holds it (a cluster node that does
+        // not own the key answers MOVED): the renewal finds it lost and
+        // leaves the other owner's value.
+        let mut overwritten = 0;
+        for url in &urls {
+            let written: redis::RedisResult<Option<String>> = redis::cmd("SET")
+                .arg("lock:{renewed}")
+                .arg("someone-else")
+                .arg("XX")
+                .query_async(&mut raw_connection(url.as_str()).await)
+                .await;
+            overwritten += u64::from(matches!(written, Ok(Some(_))));
+        }
+        assert_eq!(
+            overwritten, per_call,
+            "{name}: the lock was held where expected"
+        );
+        let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{name}: a renewal finds the lock lost"));
+        assert_eq!(
+            reason,
+            redlock_runtime::LostReason::TakenOver,
+            "{name}: lost to another owner"
+        );
+        let mut kept = 0;
+        for url in &urls {
+            let value: redis::RedisResult<Option<String>> = redis::cmd("GET")
+                .arg("lock:{renewed}")
+                .query_async(&mut raw_connection(url.as_str()).await)
+                .await;
+            if let Ok(Some(value)) = value {
+                assert_eq!(
+                    value, "someone-else",
+                    "{name}: the other owner's value was changed"
+                );
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, per_call, "{name}: the other owner's lock was deleted");
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turned_off_the_release_is_the_script() {
     let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
@@ -165,55 +332,79 @@ async fn turned_off_the_release_is_the_script() {
 }
 
 /// A client whose user may run every command but `DELIFEQ`: the probe
-/// finds the command, the first release is refused (`NOPERM`) and sent
-/// again as the script, and the connection sends scripts from then on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_conditional_delete_falls_back_to_the_script() {
-    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
-    let mut admin = raw_connection(valkey.url()).await;
-    let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER", "locker", "on", "nopass", "~*", "&*", "+@all", "-delifeq",
-        ])
-        .query_async(&mut admin)
-        .await
-        .expect("ACL SETUSER");
-    let url = format!("redis://locker:any@127.0.0.1:{}", valkey.port());
-    let client = LockClient::builder()
-        .url(&url)
-        .pool_size(1)
-        .build()
-        .await
-        .expect("connect as locker");
-    // A fenced pair loads the release script (and uses no DELIFEQ), so no
-    // NOSCRIPT adds to the count below.
-    let warm = client
-        .lock("warm-up")
-        .fenced()
-        .acquire()
-        .await
-        .expect("free");
-    warm.release().await.expect("release");
-    assert_eq!(stat(&mut admin, "delifeq", "calls").await, 0);
-    let before = scripts_run(&mut admin).await;
-    plain_pairs(&client, "refused", 10).await;
-    assert_eq!(
-        stat(&mut admin, "delifeq", "rejected_calls").await,
-        1,
-        "refused once on the one connection, then scripts"
-    );
-    assert_eq!(
-        scripts_run(&mut admin).await - before,
-        10,
-        "every release ran the script"
-    );
-    for i in 0..10 {
-        let left = client
-            .inspect(&format!("refused:{i}"))
+/// finds the command, the first release on each connection is refused
+/// (`NOPERM`) and sent again as the script, and that connection sends
+/// scripts from then on: on one server, and on each cluster master (one
+/// connection per node). (Redlock sends no conditional delete: see
+/// [`plain_locks_use_the_conditional_commands_on_every_topology`].)
+#[rstest]
+#[case::valkey(Backend::Valkey)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
+fn a_refused_conditional_delete_falls_back_to_the_script(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move {
+        let name = b.name();
+        let urls = counted(&b);
+        for url in &urls {
+            let _: () = redis::cmd("ACL")
+                .arg(&[
+                    "SETUSER", "locker", "on", "nopass", "~*", "&*", "+@all", "-delifeq",
+                ])
+                .query_async(&mut raw_connection(url.as_str()).await)
+                .await
+                .expect("ACL SETUSER");
+        }
+        let as_locker: Vec<String> = b
+            .servers()
+            .iter()
+            .map(|s| format!("redis://locker:any@127.0.0.1:{}", s.port()))
+            .collect();
+        let builder = match b.backend() {
+            Backend::Redis => LockClient::builder().url(&as_locker[0]),
+            Backend::Cluster => LockClient::builder().cluster(as_locker),
+            other => unreachable!("no case runs on {other:?}"),
+        };
+        let client = builder
+            .pool_size(1)
+            .build()
             .await
-            .expect("inspect");
-        assert!(left.holder.is_none(), "refused:{i} was not released");
-    }
+            .expect("connect as locker");
+        // Fenced pairs load the release script on every node (and use no
+        // DELIFEQ), so no NOSCRIPT adds to the count below.
+        for i in 0..30 {
+            let warm = client.lock(format!("warm-up:{i}")).fenced().acquire().await;
+            warm.expect("free").release().await.expect("release");
+        }
+        assert_eq!(stat_on(&urls, "delifeq", "calls").await, 0, "{name}");
+        let before = scripts_on(&urls).await;
+        plain_pairs(&client, "refused", 10).await;
+        let rejected = stat_on(&urls, "delifeq", "rejected_calls").await;
+        if b.backend() == Backend::Cluster {
+            assert!(
+                (1..=urls.len() as u64).contains(&rejected),
+                "{name}: refused once per master reached, then scripts: {rejected}"
+            );
+        } else {
+            assert_eq!(
+                rejected, 1,
+                "{name}: refused once on the one connection, then scripts"
+            );
+        }
+        assert_eq!(
+            scripts_on(&urls).await - before,
+            10,
+            "{name}: every release ran the script"
+        );
+        for i in 0..10 {
+            let left = client
+                .inspect(&format!("refused:{i}"))
+                .await
+                .expect("inspect");
+            assert!(
+                left.holder.is_none(),
+                "{name}: refused:{i} was not released"
+            );
+        }
+    });
 }
 
 /// A user whose ACL forbids scripts (`-@scripting`) on a server with the

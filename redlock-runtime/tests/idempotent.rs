@@ -115,6 +115,7 @@ fn on_replicas(server: Server) {
 #[case::valkey_replicas("valkey_replicas")]
 #[case::valkey_sentinel("valkey_sentinel")]
 #[case::valkey_redlock("valkey_redlock")]
+#[case::valkey_manager("valkey_manager")]
 fn every_scenario(#[case] store: &str) {
     match store {
         "memory" => on(Backend::Memory),
@@ -129,6 +130,7 @@ fn every_scenario(#[case] store: &str) {
         "valkey_replicas" => on_replicas(Server::Valkey),
         "valkey_sentinel" => on(Backend::ValkeySentinel),
         "valkey_redlock" => on(Backend::ValkeyRedlock),
+        "valkey_manager" => on(Backend::ValkeyManager),
         other => panic!("no store {other}"),
     }
 }

@@ -326,6 +326,7 @@ async fn taken_after(
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]

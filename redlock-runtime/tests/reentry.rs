@@ -21,6 +21,7 @@ use rstest::rstest;
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
     // On two worker threads and the real clock, memory too.
     backend.run_threaded(|b| async move {
@@ -86,6 +87,7 @@ fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 fn escaped_guards_and_current_locks_say_not_held_after_the_release(#[case] backend: Backend) {
     // On two worker threads and the real clock, memory too.
     backend.run_threaded(|b| async move {
@@ -155,6 +157,7 @@ async fn concurrent_reentries(locks: &LockClient, n: usize, wait: Duration) -> (
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 fn concurrent_reentries_in_one_task_take_turns(#[case] backend: Backend) {
     // On two worker threads and the real clock, memory too.
     backend.run_threaded(|b| async move {
@@ -236,6 +239,7 @@ fn nested_runs(
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 fn eight_nested_locked_levels_run_on_a_default_worker(#[case] backend: Backend) {
     // A default multi-thread runtime: 2 MiB worker stacks. Before the fix,
     // four levels overflowed one in release and two in debug.

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) {
@@ -62,6 +63,7 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend: Backend) {
@@ -120,6 +122,7 @@ fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -179,6 +182,7 @@ fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: 
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
@@ -204,6 +208,7 @@ fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
@@ -248,6 +253,7 @@ fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backend) {
@@ -274,6 +280,7 @@ fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backe
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::manager(Backend::Manager)]
+#[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
 fn hold_at_least_keeps_other_nodes_out_for_the_minimum(#[case] backend: Backend) {

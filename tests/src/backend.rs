@@ -58,6 +58,8 @@ pub enum Backend {
     ValkeyCluster,
     /// [`Backend::Sentinel`] of `valkey-server`s (Valkey's own Sentinels).
     ValkeySentinel,
+    /// [`Backend::Manager`] on one `valkey-server`.
+    ValkeyManager,
 }
 
 impl Backend {
@@ -74,6 +76,7 @@ impl Backend {
             Backend::ValkeyRedlock => "valkey redlock",
             Backend::ValkeyCluster => "valkey cluster",
             Backend::ValkeySentinel => "valkey sentinel",
+            Backend::ValkeyManager => "valkey manager",
         }
     }
 
@@ -84,7 +87,8 @@ impl Backend {
             Backend::Valkey
             | Backend::ValkeyRedlock
             | Backend::ValkeyCluster
-            | Backend::ValkeySentinel => Server::Valkey,
+            | Backend::ValkeySentinel
+            | Backend::ValkeyManager => Server::Valkey,
             _ => Server::Redis,
         }
     }
@@ -98,6 +102,7 @@ impl Backend {
             Backend::ValkeyRedlock => Backend::Redlock,
             Backend::ValkeyCluster => Backend::Cluster,
             Backend::ValkeySentinel => Backend::Sentinel,
+            Backend::ValkeyManager => Backend::Manager,
             other => other,
         }
     }
