@@ -67,6 +67,9 @@ fn a_release_hands_the_lock_to_the_waiter_with_no_gap(#[case] backend: Backend) 
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -114,6 +117,7 @@ fn waiters_are_served_in_arrival_order(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -156,6 +160,7 @@ fn a_waiter_that_gives_up_leaves_the_line_at_once(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_waiter_that_gave_up_has_left_the_line_when_it_answers(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -190,6 +195,9 @@ fn a_waiter_that_gave_up_has_left_the_line_when_it_answers(#[case] backend: Back
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
     backend.run(|b| async move {
         let holder_client = b.client().await;
@@ -218,6 +226,7 @@ fn a_cancelled_waiter_leaves_the_line(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn fair_waiters_are_served_in_arrival_order_and_give_up_cleanly(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;

@@ -217,6 +217,8 @@ fn without_watchdog_the_lease_runs_out_lost_fires_and_a_waiter_gets_the_lock(
 #[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
     backend.run(|b| async move {
         let locks = b.client().await;
@@ -257,6 +259,8 @@ fn the_watchdog_keeps_a_lock_past_its_ttl(#[case] backend: Backend) {
 #[case::valkey_redlock(Backend::ValkeyRedlock)]
 #[case::cluster(Backend::Cluster)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn extend_changes_the_lease(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;

@@ -435,7 +435,9 @@ fn a_release_publishes_only_when_someone_waited(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
+#[case::valkey_sentinel(Backend::ValkeySentinel)]
 fn a_release_racing_the_waiters_subscription_still_wakes_it(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let name = b.name();
@@ -537,6 +539,7 @@ async fn a_waiter_leaves_an_older_clients_lock_unmarked() {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_multi_lock_group_waiter_signals_on_the_busy_key_and_is_woken(#[case] backend: Backend) {
     backend.run_threaded(|b| async move {
         let name = b.name();

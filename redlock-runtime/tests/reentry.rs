@@ -20,6 +20,7 @@ use rstest::rstest;
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::manager(Backend::Manager)]
 #[case::valkey_manager(Backend::ValkeyManager)]
 fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
@@ -86,6 +87,7 @@ fn a_lost_lock_cannot_be_reentered(#[case] backend: Backend) {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::manager(Backend::Manager)]
 #[case::valkey_manager(Backend::ValkeyManager)]
 fn escaped_guards_and_current_locks_say_not_held_after_the_release(#[case] backend: Backend) {
@@ -156,6 +158,7 @@ async fn concurrent_reentries(locks: &LockClient, n: usize, wait: Duration) -> (
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::manager(Backend::Manager)]
 #[case::valkey_manager(Backend::ValkeyManager)]
 fn concurrent_reentries_in_one_task_take_turns(#[case] backend: Backend) {
@@ -238,6 +241,7 @@ fn nested_runs(
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::manager(Backend::Manager)]
 #[case::valkey_manager(Backend::ValkeyManager)]
 fn eight_nested_locked_levels_run_on_a_default_worker(#[case] backend: Backend) {

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -66,6 +67,7 @@ fn run_holds_the_lock_for_the_body_and_releases_after(#[case] backend: Backend) 
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn nested_scopes_on_one_key_reenter_and_release_at_the_outer_end(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -185,6 +187,7 @@ fn nested_scopes_complete_in_one_task_while_another_task_waits(#[case] backend: 
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -211,6 +214,7 @@ fn a_busy_run_is_an_error_and_try_run_skips_the_body(#[case] backend: Backend) {
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -256,6 +260,7 @@ fn a_lost_lock_cancels_the_body(#[case] backend: Backend) {
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -283,6 +288,7 @@ fn with_on_lost_signal_the_body_runs_on_and_sees_the_loss(#[case] backend: Backe
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 fn hold_at_least_keeps_other_nodes_out_for_the_minimum(#[case] backend: Backend) {
     backend.run(|b| async move {
         let node_a = b.client().await;
