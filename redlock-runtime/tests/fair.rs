@@ -38,6 +38,8 @@ async fn queued(b: &Started, key: &str, n: usize) {
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
+#[case::replicas(Backend::Replicas)]
+#[case::valkey_replicas(Backend::ValkeyReplicas)]
 fn a_release_hands_the_lock_to_the_waiter_with_no_gap(#[case] backend: Backend) {
     backend.run(|b| async move {
         let client = b.client().await;
@@ -66,6 +68,8 @@ fn a_release_hands_the_lock_to_the_waiter_with_no_gap(#[case] backend: Backend) 
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
+#[case::replicas(Backend::Replicas)]
+#[case::valkey_replicas(Backend::ValkeyReplicas)]
 #[case::cluster(Backend::Cluster)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]
@@ -194,6 +198,8 @@ fn a_waiter_that_gave_up_has_left_the_line_when_it_answers(#[case] backend: Back
 #[case::memory(Backend::Memory)]
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
+#[case::replicas(Backend::Replicas)]
+#[case::valkey_replicas(Backend::ValkeyReplicas)]
 #[case::cluster(Backend::Cluster)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]
 #[case::sentinel(Backend::Sentinel)]

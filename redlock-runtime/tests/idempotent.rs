@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{IdempotentError, LockClient, WorkContext, idempotent};
-use redlock_tests::{Backend, FaultProxy, RedisServer, Server, start_replica};
+use redlock_tests::{Backend, FaultProxy, RedisServer, Server};
 use rstest::rstest;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -78,29 +78,6 @@ fn on(backend: Backend) {
     });
 }
 
-fn on_replicas(server: Server) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let primary = RedisServer::start_on(server, &[]).await;
-        let _replica = start_replica(&primary).await;
-        let mut clients = Vec::new();
-        for _ in 0..3 {
-            let client = LockClient::builder()
-                .url(primary.url())
-                .replicas(1, Duration::from_millis(500))
-                .build()
-                .await
-                .expect("a client whose writes the replica acknowledges");
-            clients.push(client);
-        }
-        run_all(Nodes { clients }, &format!("{} replicas", server.name())).await;
-    });
-}
-
 /// Every scenario on each store.
 #[rstest]
 #[case::memory("memory")]
@@ -123,11 +100,11 @@ fn every_scenario(#[case] store: &str) {
         "valkey" => on(Backend::Valkey),
         "manager" => on(Backend::Manager),
         "redlock" => on(Backend::Redlock),
-        "replicas" => on_replicas(Server::Redis),
+        "replicas" => on(Backend::Replicas),
         "cluster" => on(Backend::Cluster),
         "valkey_cluster" => on(Backend::ValkeyCluster),
         "sentinel" => on(Backend::Sentinel),
-        "valkey_replicas" => on_replicas(Server::Valkey),
+        "valkey_replicas" => on(Backend::ValkeyReplicas),
         "valkey_sentinel" => on(Backend::ValkeySentinel),
         "valkey_redlock" => on(Backend::ValkeyRedlock),
         "valkey_manager" => on(Backend::ValkeyManager),

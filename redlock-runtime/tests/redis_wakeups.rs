@@ -325,6 +325,8 @@ async fn taken_after(
 #[rstest]
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
+#[case::replicas(Backend::Replicas)]
+#[case::valkey_replicas(Backend::ValkeyReplicas)]
 #[case::manager(Backend::Manager)]
 #[case::valkey_manager(Backend::ValkeyManager)]
 #[case::redlock(Backend::Redlock)]

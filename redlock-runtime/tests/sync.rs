@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_runtime::{ConfigError, LockClient, LockError};
-use redlock_tests::{Backend, RedisServer, Server, key_exists, raw_connection, start_replica};
+use redlock_tests::{Backend, RedisServer, key_exists, raw_connection};
 use rstest::rstest;
 use tokio::time::Instant;
 
@@ -55,33 +55,6 @@ fn on(backend: Backend) {
         }
         let slack = b.slack().max(Duration::from_millis(100));
         run_all(Nodes { clients, slack }, b.name()).await;
-    });
-}
-
-/// Runs every scenario on a primary (of `server`'s program) whose writes
-/// one replica must acknowledge (`.replicas(1, ..)`).
-fn on_replicas(server: Server) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async move {
-        let primary = RedisServer::start_on(server, &[]).await;
-        let _replica = start_replica(&primary).await;
-        let mut clients = Vec::new();
-        for _ in 0..3 {
-            let client = LockClient::builder()
-                .url(primary.url())
-                .replicas(1, Duration::from_millis(500))
-                .build()
-                .await
-                .expect("a client whose writes the replica acknowledges");
-            clients.push(client);
-        }
-        let slack = Duration::from_millis(100);
-        let name = format!("{} replicas", server.name());
-        run_all(Nodes { clients, slack }, &name).await;
     });
 }
 
@@ -758,8 +731,8 @@ fn every_scenario(#[case] store: &str) {
         "redis" => on(Backend::Redis),
         "valkey" => on(Backend::Valkey),
         "valkey_cluster" => on(Backend::ValkeyCluster),
-        "replicas" => on_replicas(Server::Redis),
-        "valkey_replicas" => on_replicas(Server::Valkey),
+        "replicas" => on(Backend::Replicas),
+        "valkey_replicas" => on(Backend::ValkeyReplicas),
         "cluster" => on(Backend::Cluster),
         "sentinel" => on(Backend::Sentinel),
         "valkey_sentinel" => on(Backend::ValkeySentinel),

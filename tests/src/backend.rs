@@ -5,7 +5,11 @@ use std::time::Duration;
 
 use redlock_runtime::{LockClient, LockClientBuilder};
 
-use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet, Server};
+use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet, Server, start_replica};
+
+/// How long a [`Backend::Replicas`] client waits for its replica's
+/// acknowledgement (`.replicas(1, ..)`).
+pub const REPLICA_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// How many nodes a [`Backend::Redlock`] case starts.
 pub const REDLOCK_NODES: usize = 3;
@@ -60,6 +64,12 @@ pub enum Backend {
     ValkeySentinel,
     /// [`Backend::Manager`] on one `valkey-server`.
     ValkeyManager,
+    /// A primary `redis-server` and one replica, through a client whose
+    /// writes the replica must acknowledge (`.replicas(1,`
+    /// [`REPLICA_TIMEOUT`]`)`: acquires and renewals followed by `WAIT`).
+    Replicas,
+    /// [`Backend::Replicas`] of `valkey-server`s.
+    ValkeyReplicas,
 }
 
 impl Backend {
@@ -77,6 +87,8 @@ impl Backend {
             Backend::ValkeyCluster => "valkey cluster",
             Backend::ValkeySentinel => "valkey sentinel",
             Backend::ValkeyManager => "valkey manager",
+            Backend::Replicas => "replicas",
+            Backend::ValkeyReplicas => "valkey replicas",
         }
     }
 
@@ -88,7 +100,8 @@ impl Backend {
             | Backend::ValkeyRedlock
             | Backend::ValkeyCluster
             | Backend::ValkeySentinel
-            | Backend::ValkeyManager => Server::Valkey,
+            | Backend::ValkeyManager
+            | Backend::ValkeyReplicas => Server::Valkey,
             _ => Server::Redis,
         }
     }
@@ -103,6 +116,7 @@ impl Backend {
             Backend::ValkeyCluster => Backend::Cluster,
             Backend::ValkeySentinel => Backend::Sentinel,
             Backend::ValkeyManager => Backend::Manager,
+            Backend::ValkeyReplicas => Backend::Replicas,
             other => other,
         }
     }
@@ -190,6 +204,11 @@ impl Backend {
         for _ in 0..nodes {
             servers.push(RedisServer::start_on(server, &[]).await);
         }
+        if self.topology() == Backend::Replicas {
+            let primary = RedisServer::start_on(server, &[]).await;
+            let replica = start_replica(&primary).await;
+            servers.extend([primary, replica]);
+        }
         Started {
             backend: self,
             servers,
@@ -243,6 +262,11 @@ impl Started {
             Backend::Redis => LockClient::connect(self.servers[0].url())
                 .await
                 .expect("connect to the test Redis"),
+            Backend::Replicas => self
+                .builder()
+                .build()
+                .await
+                .expect("a client whose writes the replica acknowledges"),
             Backend::Redlock => LockClient::redlock(self.urls())
                 .await
                 .expect("connect to the test Redlock nodes"),
@@ -280,6 +304,9 @@ impl Started {
     pub fn builder(&self) -> LockClientBuilder {
         match self.backend.topology() {
             Backend::Redis => LockClient::builder().url(self.servers[0].url()),
+            Backend::Replicas => LockClient::builder()
+                .url(self.servers[0].url())
+                .replicas(1, REPLICA_TIMEOUT),
             Backend::Redlock => LockClient::builder().redlock(self.urls()),
             Backend::Cluster => LockClient::builder().cluster(self.urls()),
             Backend::Sentinel => {
@@ -303,7 +330,7 @@ impl Started {
 
     /// The servers of this case: none for memory, one for Redis (and a
     /// `ConnectionManager`), every node for Redlock and Cluster, the data
-    /// nodes (primary first) for Sentinel.
+    /// nodes (primary first) for Sentinel and Replicas.
     pub fn servers(&self) -> &[RedisServer] {
         match (&self.cluster, &self.sentinel) {
             (Some(cluster), _) => cluster.nodes(),

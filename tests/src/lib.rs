@@ -73,7 +73,7 @@ mod server;
 mod tls;
 mod worker;
 
-pub use backend::{Backend, REDLOCK_NODES, Started};
+pub use backend::{Backend, REDLOCK_NODES, REPLICA_TIMEOUT, Started};
 pub use cluster::{CLUSTER_SLOTS, RedisCluster, SlotMigration};
 pub use fair::{fair_waiter, wait_for_fair_waiters};
 pub use fenced::FencedStore;
