@@ -134,7 +134,16 @@ pub(crate) enum OnLost {
     Signal,
 }
 
-/// What the body runs holding.
+/// What the attribute wraps the body in.
+#[derive(Clone, Copy)]
+pub(crate) enum Around {
+    /// A lock attribute's: the body runs holding `Take` (`call.rs`).
+    Held(Take),
+    /// `#[idempotent]`'s: the body runs once per key (`once.rs`).
+    Once,
+}
+
+/// What the body of a lock attribute runs holding.
 #[derive(Clone, Copy)]
 pub(crate) enum Take {
     /// `client.lock(key)`: no `mode`, or `mode = "exclusive"`.
@@ -148,13 +157,11 @@ pub(crate) enum Take {
     /// `client.semaphore(key, limit)`, one permit per call:
     /// `#[distributed_semaphore(permits = limit)]`.
     Permit { limit: u32, span: Span },
-    /// `client.idempotent(key)`: `#[idempotent]`.
-    Idempotent,
 }
 
 /// The checked arguments. Fields left `None` take the runtime's defaults.
 pub(crate) struct LockArgs {
-    pub(crate) take: Take,
+    pub(crate) around: Around,
     /// `key`'s template, or `keys`' templates in order; empty when missing
     /// (an error was recorded).
     pub(crate) keys: Vec<KeyTemplate>,
@@ -191,7 +198,7 @@ struct Shape {
 /// Parses `attr`'s arguments, recording every problem in `cx`.
 pub(crate) fn parse(attr: Attr, args: TokenStream, cx: &mut Ctxt) -> LockArgs {
     let mut out = LockArgs {
-        take: Take::Lock,
+        around: Around::Held(Take::Lock),
         keys: Vec::new(),
         ttl: None,
         wait: None,
@@ -337,7 +344,7 @@ pub(crate) fn parse(attr: Attr, args: TokenStream, cx: &mut Ctxt) -> LockArgs {
     if shape.key.is_none() && shape.keys.is_none() && !failed("key") && !failed("keys") {
         cx.error(Span::call_site(), missing_key(attr));
     }
-    out.take = take(attr, &shape, cx);
+    out.around = around(attr, &shape, cx);
     if attr == Attr::Semaphore && !seen.contains(&"permits") && !failed("permits") {
         cx.error(
             Span::call_site(),
@@ -367,9 +374,9 @@ fn missing_key(attr: Attr) -> &'static str {
     }
 }
 
-/// What the body runs holding, from `key`/`keys`, `mode` and `permits`;
-/// refuses the combinations the runtime does not have.
-fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
+/// What the body runs in, from the attribute, `key`/`keys`, `mode` and
+/// `permits`; refuses the combinations the runtime does not have.
+fn around(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Around {
     if let (Some(_), Some(keys)) = (shape.key, shape.keys) {
         cx.error(
             keys,
@@ -378,11 +385,11 @@ fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
         );
     }
     let (take, what) = match (attr, shape.keys, shape.mode) {
-        (Attr::Idempotent, ..) => return Take::Idempotent,
+        (Attr::Idempotent, ..) => return Around::Once,
         (Attr::Semaphore, ..) => {
             // `permits` is checked by the caller; 1 stands in for a bad one.
             let (limit, span) = shape.permits.unwrap_or((1, Span::call_site()));
-            return Take::Permit { limit, span };
+            return Around::Held(Take::Permit { limit, span });
         }
         (Attr::Lock, Some(_), Some((_, mode))) => {
             cx.error(
@@ -395,7 +402,7 @@ fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
         (Attr::Lock, Some(_), None) => (Take::Multi, "`keys`"),
         (Attr::Lock, None, Some((Take::Read, _))) => (Take::Read, "`mode = \"read\"`"),
         (Attr::Lock, None, Some((Take::Write, _))) => (Take::Write, "`mode = \"write\"`"),
-        (Attr::Lock, None, _) => return Take::Lock,
+        (Attr::Lock, None, _) => return Around::Held(Take::Lock),
     };
     let why = if matches!(take, Take::Multi) {
         "a multi-lock takes its keys in one fixed order"
@@ -416,7 +423,7 @@ fn take(attr: Attr, shape: &Shape, cx: &mut Ctxt) -> Take {
         };
         cx.error(span, message);
     }
-    take
+    Around::Held(take)
 }
 
 /// `keys = [..]`: each element a key template; at least one, no two alike.
@@ -504,12 +511,12 @@ mod tests {
     fn mode_keys_and_permits_decide_what_the_body_holds() {
         let (args, errors) = parsed(Attr::Lock, r#"key = "p:<id>", mode = "read""#);
         assert!(
-            errors.is_empty() && matches!(args.take, Take::Read),
+            errors.is_empty() && matches!(args.around, Around::Held(Take::Read)),
             "{errors:?}"
         );
         let (args, errors) = parsed(Attr::Lock, r#"key = "p:<id>", mode = "write""#);
         assert!(
-            errors.is_empty() && matches!(args.take, Take::Write),
+            errors.is_empty() && matches!(args.around, Around::Held(Take::Write)),
             "{errors:?}"
         );
         let (args, errors) = parsed(
@@ -517,18 +524,21 @@ mod tests {
             r#"key = "p", mode = "exclusive", fair = true, hold_at_least = "1s""#,
         );
         assert!(
-            errors.is_empty() && matches!(args.take, Take::Lock),
+            errors.is_empty() && matches!(args.around, Around::Held(Take::Lock)),
             "{errors:?}"
         );
         let (args, errors) = parsed(Attr::Lock, r#"keys = ["a:<x>", "b:<y>"], wait = "1s""#);
         assert!(
-            errors.is_empty() && matches!(args.take, Take::Multi),
+            errors.is_empty() && matches!(args.around, Around::Held(Take::Multi)),
             "{errors:?}"
         );
         assert_eq!(args.keys.len(), 2);
         let (args, errors) = parsed(Attr::Semaphore, r#"key = "jobs", permits = 3"#);
         assert!(errors.is_empty(), "{errors:?}");
-        assert!(matches!(args.take, Take::Permit { limit: 3, .. }));
+        assert!(matches!(
+            args.around,
+            Around::Held(Take::Permit { limit: 3, .. })
+        ));
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub(crate) fn client_block(args: &LockArgs, private: &TokenStream) -> TokenStrea
     }
 }
 
-pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
+pub(crate) fn locked(args: &LockArgs, take: Take, func: Function<'_>) -> TokenStream {
     let krate = crate_path(args);
     let private = quote!(#krate::__private);
     let v = Vars::new();
@@ -127,7 +127,7 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
 
     // The key (or keys), built before the body runs so the body may move
     // its arguments.
-    let key = match args.take {
+    let key = match take {
         Take::Multi => {
             let label = &v.keys_label;
             let failure = &v.failure;
@@ -144,10 +144,7 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
             });
             quote!(#label: { ::core::result::Result::Ok([#(#keys),*]) })
         }
-        _ => match args.keys.first() {
-            Some(key) => key_block(key, func.arguments, &private, key_var),
-            None => quote!({}),
-        },
+        _ => one_key(args, func.arguments, &private, key_var),
     };
 
     let client = client_block(args, &private);
@@ -162,8 +159,8 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
         .collect::<Vec<_>>()
         .join(", ");
     let name = &func.name;
-    let request = request(args, &krate, &v);
-    let call = call(args, &krate, &v, func.body, func.ret_span);
+    let request = request(args, take, &krate, &v);
+    let call = call(args, take, &krate, &v, func.body, func.ret_span);
     quote! {
         let #key_var = #key;
         let #client_var = #client;
@@ -176,6 +173,21 @@ pub(crate) fn locked(args: &LockArgs, func: Function<'_>) -> TokenStream {
         };
         let #request_var = #request;
         #call
+    }
+}
+
+/// The block of the attribute's one `key` (see [`key_block`]); `{}` when
+/// it has none (`attr.rs` recorded the error, so the block is never
+/// compiled).
+pub(crate) fn one_key(
+    args: &LockArgs,
+    arguments: &[(String, Binding)],
+    private: &TokenStream,
+    key_var: &Ident,
+) -> TokenStream {
+    match args.keys.first() {
+        Some(key) => key_block(key, arguments, private, key_var),
+        None => quote!({}),
     }
 }
 
@@ -231,7 +243,7 @@ pub(crate) fn duration(d: &DurationArg, private: &TokenStream) -> TokenStream {
 /// The request, a `Result<_, LockError>` (the client's or the key's
 /// failure): `__private::request` for a plain lock, the public builders
 /// for the others.
-fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
+fn request(args: &LockArgs, take: Take, krate: &TokenStream, v: &Vars) -> TokenStream {
     let private = quote!(#krate::__private);
     let Vars {
         key, client, site, ..
@@ -252,7 +264,7 @@ fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Signal => quote!(#private::OnLost::Signal),
     };
-    let builder = match args.take {
+    let builder = match take {
         Take::Lock => {
             let ttl = some_or_none(&args.ttl);
             let hold_at_least = some_or_none(&args.hold_at_least);
@@ -272,8 +284,6 @@ fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
         Take::Read => quote!(#krate::RwLock::read(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Write => quote!(#krate::RwLock::write(&#krate::LockClient::rw_lock(&#client, #key))),
         Take::Multi => quote!(#krate::LockClient::multi_lock(&#client, #key)),
-        // `once.rs` expands it instead of `locked`.
-        Take::Idempotent => return quote!(),
         Take::Permit { limit, span } => {
             let mut limit = Literal::u32_suffixed(limit);
             limit.set_span(span);
@@ -307,6 +317,7 @@ fn request(args: &LockArgs, krate: &TokenStream, v: &Vars) -> TokenStream {
 /// outcome.
 fn call(
     args: &LockArgs,
+    take: Take,
     krate: &TokenStream,
     v: &Vars,
     body: TokenStream,
@@ -319,12 +330,10 @@ fn call(
         site,
         ..
     } = v;
-    let request_type = match args.take {
+    let request_type = match take {
         Take::Lock | Take::Read | Take::Write => quote!(#private::LockRequest),
         Take::Multi => quote!(#krate::MultiLock),
         Take::Permit { .. } => quote!(#krate::Semaphore),
-        // `once.rs` expands it instead of `locked`.
-        Take::Idempotent => return quote!(),
     };
     // The conversions into the return type are spanned on it, so that a
     // return type that cannot take them is the error's place. (The error

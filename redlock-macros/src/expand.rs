@@ -12,7 +12,7 @@ use syn::ext::IdentExt as _;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, ReturnType, Signature, Type};
 
-use crate::attr::{self, Attr, LockArgs, OnBusy, Take};
+use crate::attr::{self, Around, Attr, LockArgs, OnBusy, Take};
 use crate::call::{self, Function};
 use crate::ctxt::Ctxt;
 use crate::key::KeyTemplate;
@@ -68,22 +68,25 @@ fn check(func: &AsyncFn, shape: &Shape, args: &LockArgs, cx: &mut Ctxt) {
         Shape::Async => matches!(sig.output, ReturnType::Default),
         Shape::Boxed(boxed) => matches!(&boxed.output, Type::Tuple(t) if t.elems.is_empty()),
     };
-    if matches!(args.take, Take::Idempotent) {
-        if returns_unit {
-            cx.error(
-                sig.ident.span(),
-                format!(
-                    "`{}` returns `()`, but `#[idempotent]` stores the function's value and \
+    let take = match args.around {
+        Around::Held(take) => take,
+        Around::Once => {
+            if returns_unit {
+                cx.error(
+                    sig.ident.span(),
+                    format!(
+                        "`{}` returns `()`, but `#[idempotent]` stores the function's value and \
                      replays it to duplicates: return `Result<T, E>` where `T: Serialize + \
                      DeserializeOwned` and `E: From<redlock_runtime::IdempotentError>`",
-                    sig.ident
-                ),
-            );
+                        sig.ident
+                    ),
+                );
+            }
+            return;
         }
-        return;
-    }
+    };
     if args.on_busy == OnBusy::Error && returns_unit {
-        let (failure, busy) = match args.take {
+        let (failure, busy) = match take {
             Take::Permit { .. } => ("a failure to take a permit", "no permit is free"),
             _ => ("a lock failure", "another holder has the lock"),
         };
@@ -256,9 +259,9 @@ fn rewrite(func: AsyncFn, shape: Shape, args: LockArgs) -> TokenStream {
         body,
         ret_span,
     };
-    let locked = match args.take {
-        Take::Idempotent => crate::once::statements(&args, function),
-        _ => call::locked(&args, function),
+    let locked = match args.around {
+        Around::Held(take) => call::locked(&args, take, function),
+        Around::Once => crate::once::statements(&args, function),
     };
     let block = match shape {
         Shape::Async => braced(quote!(#(#inner_attrs)* #locked), brace_span),

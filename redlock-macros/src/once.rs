@@ -11,7 +11,9 @@ use quote::{quote, quote_spanned};
 use syn::Ident;
 
 use crate::attr::LockArgs;
-use crate::call::{Function, Vars, client_block, crate_path, duration, key_block, spanned_call};
+use crate::call::{
+    Function, Vars, client_block, crate_path, duration, key_block, one_key, spanned_call,
+};
 
 /// The statements that replace the body (as `call::locked`'s do for a
 /// lock).
@@ -24,11 +26,7 @@ pub(crate) fn statements(args: &LockArgs, func: Function<'_>) -> TokenStream {
         client: client_var,
         ..
     } = &v;
-    // `attr.rs` made sure there is a key (else this is not reached).
-    let key = match args.keys.first() {
-        Some(key) => key_block(key, func.arguments, &private, key_var),
-        None => quote!({}),
-    };
+    let key = one_key(args, func.arguments, &private, key_var);
     let client = client_block(args, &private);
     let fingerprint_var = Ident::new("__redlock_fingerprint", Span::mixed_site());
     let fingerprint = match &args.fingerprint {
