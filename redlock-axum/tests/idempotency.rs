@@ -214,6 +214,7 @@ async fn the_retry_after_of_a_409_is_the_hint_capped_by_the_lease_left(#[case] b
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_gets_409(
     #[case] backend: Backend,
@@ -262,6 +263,7 @@ async fn two_concurrent_posts_with_one_key_run_the_handler_once_and_the_other_ge
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -307,6 +309,7 @@ async fn a_sequential_retry_gets_the_stored_response_replayed(#[case] backend: B
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_key_with_a_different_body_is_422(#[case] backend: Backend) {
     let (_b, _locks, probe, _events, server) = setup_on(backend, false, |l| l).await;
@@ -650,6 +653,7 @@ async fn fail_open_lets_requests_through_while_redis_is_paused() {
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] backend: Backend) {
     let (_b, _locks, probe, mut events, server) = setup_on(backend, true, |l| l).await;
@@ -680,6 +684,7 @@ async fn a_hundred_concurrent_duplicates_run_the_handler_exactly_once(#[case] ba
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_result_replays_the_first_result_to_a_waiting_duplicate(#[case] backend: Backend) {
     let (b, _locks, probe, mut events, server) =
@@ -1091,6 +1096,7 @@ async fn header_methods_store_policy_mismatch_status_and_rejections_are_configur
 #[case::redis(Backend::Redis)]
 #[case::valkey(Backend::Valkey)]
 #[case::cluster(Backend::Cluster)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_running_past_its_lease_keeps_its_key_while_renewed(#[case] backend: Backend) {
     let lease = Duration::from_millis(300);
