@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use redlock_runtime::{LockClient, RetryPolicy, current_lock};
 use redlock_tests::{
-    FaultProxy, FencedStore, RedisCluster, RedisServer, key_exists, raw_connection, start_replica,
+    FaultProxy, FencedStore, RedisCluster, RedisServer, Server, key_exists, raw_connection,
+    start_replica,
 };
 use tokio::task::JoinHandle;
 
@@ -430,8 +431,19 @@ async fn soak_aof_always(
     fair: bool,
     clients: impl FnOnce(&str) -> Vec<LockClient>,
 ) -> Vec<LockClient> {
+    soak_aof_always_on(Server::Redis, name, seed, fair, clients).await
+}
+
+/// [`soak_aof_always`] on `program`'s server.
+async fn soak_aof_always_on(
+    program: Server,
+    name: &str,
+    seed: u64,
+    fair: bool,
+    clients: impl FnOnce(&str) -> Vec<LockClient>,
+) -> Vec<LockClient> {
     let mut server =
-        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]).await;
+        RedisServer::start_on(program, &["--appendonly", "yes", "--appendfsync", "always"]).await;
     let proxy = FaultProxy::start(server.addr()).await;
     let clients = clients(&proxy.url());
     let soak = Soak::start(&clients, seed, fair);
@@ -455,6 +467,31 @@ async fn soak_aof_always(
     proxy.set_latency(Duration::ZERO);
     soak.finish(name, faults, true, &[server.url()]).await;
     clients
+}
+
+// On Valkey 9.1, plain locks take the path without scripts (`SET NX`, the
+// conditional acquire, `SET .. IFEQ` renewals, `DELIFEQ`): the same soak
+// puts that path through the same faults. (Fair mode and fenced calls run
+// the same scripts on both servers, and their soaks stay on Redis.)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_valkey_with_aof_always() {
+    soak_aof_always_on(Server::Valkey, "one Valkey, AOF always", 8, false, |url| {
+        vec![client(url), client(url)]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_one_valkey_restarting_empty_or_from_a_snapshot() {
+    soak_restarts_on(
+        Server::Valkey,
+        "one Valkey, restarts empty and from RDB",
+        9,
+        false,
+        |url| vec![client(url), client(url)],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,7 +541,18 @@ async fn soak_restarts(
     fair: bool,
     clients: impl FnOnce(&str) -> Vec<LockClient>,
 ) -> Vec<LockClient> {
-    let mut server = RedisServer::start().await;
+    soak_restarts_on(Server::Redis, name, seed, fair, clients).await
+}
+
+/// [`soak_restarts`] on `program`'s server.
+async fn soak_restarts_on(
+    program: Server,
+    name: &str,
+    seed: u64,
+    fair: bool,
+    clients: impl FnOnce(&str) -> Vec<LockClient>,
+) -> Vec<LockClient> {
+    let mut server = RedisServer::start_on(program, &[]).await;
     let proxy = FaultProxy::start(server.addr()).await;
     let clients = clients(&proxy.url());
     let soak = Soak::start(&clients, seed, fair);
