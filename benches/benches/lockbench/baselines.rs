@@ -58,6 +58,38 @@ pub(crate) async fn raw_pair<C: redis::aio::ConnectionLike + Send>(
     assert_eq!(released, 1);
 }
 
+/// One uncontended `raw_conditional` pair, on a server with `DELIFEQ`
+/// (Valkey 9): the commands our client sends for a plain lock without
+/// scripts, by hand, with nothing around them: `SET key token NX PX`, then
+/// `DELIFEQ key token` pipelined with `EXISTS` of the waiters' signal.
+/// What no client can send less of while it wakes waiters by push.
+pub(crate) async fn raw_conditional_pair<C: redis::aio::ConnectionLike + Send>(
+    mut conn: C,
+    key: String,
+) {
+    let token = uuid::Uuid::new_v4().to_string();
+    let ok: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg(&token)
+        .arg("NX")
+        .arg("PX")
+        .arg(UNCONTENDED_TTL.as_millis() as u64)
+        .query_async(&mut conn)
+        .await
+        .expect("raw SET");
+    assert!(ok.is_some(), "distinct keys are never busy");
+    let (released, _waited): (i64, i64) = redis::pipe()
+        .cmd("DELIFEQ")
+        .arg(&key)
+        .arg(&token)
+        .cmd("EXISTS")
+        .arg(format!("{key}:waited"))
+        .query_async(&mut conn)
+        .await
+        .expect("raw DELIFEQ");
+    assert_eq!(released, 1);
+}
+
 /// One uncontended `rslock` pair: `manager.acquire(key)`, then
 /// `guard.release()`.
 pub(crate) async fn rslock_pair(manager: rslock::LockManager, key: String) {

@@ -21,9 +21,10 @@ usage: cargo bench -p redlock-benches --bench lockbench -- [--quick] [--only GRO
   --renewal-locks N     locks held in the renewal scenario (default 10000)
   --latch-rounds N      rounds of the sync group's latch wake-up (default 20)
   --uncontended-impls IMPLS
-                        comma-separated subset of raw,ours,ours_scripts,ours_fenced,rslock run by the
-                        uncontended group (default all; e.g. one of them under a profiler;
-                        a ratio without its raw or rslock cell is null)
+                        comma-separated subset of raw,ours,ours_scripts,ours_fenced,rslock,
+                        raw_conditional run by the uncontended group (default all; e.g. one of
+                        them under a profiler; a ratio without its raw or rslock cell is null;
+                        raw_conditional runs only on a server with DELIFEQ)
   --coalesce on|off     whether our clients coalesce the calls of fenced locks (default on,
                         the client's default; off measures what coalescing brings)
   --conditional on|off  whether our clients release plain locks with the server's conditional

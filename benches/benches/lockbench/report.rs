@@ -17,7 +17,7 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
         cfg.uncontended_secs.as_secs_f64()
     );
     println!(
-        "{:<12} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9} {:>11} {:>11}",
+        "{:<15} {:>11} {:>10} {:>8} {:>8} {:>7} {:>9} {:>11} {:>11}",
         "impl",
         "concurrency",
         "pairs/s",
@@ -30,7 +30,7 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
     );
     for r in results {
         println!(
-            "{:<12} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2} {:>11.2} {:>11.2}",
+            "{:<15} {:>11} {:>10.0} {:>8} {:>8} {:>7.2} {:>9.2} {:>11.2} {:>11.2}",
             r.name,
             r.concurrency,
             r.per_sec(),
@@ -45,6 +45,20 @@ pub(crate) fn print_uncontended(results: &[Measured], cfg: &Config) {
     println!(
         "  client us/p: this process's CPU time per pair (its threads' schedstat), server us/p: redis-server's (INFO cpu), both over the cell's slices"
     );
+    // Our client against the same commands sent by hand (Valkey 9): what
+    // the client itself costs, the protocol aside.
+    let at_32 = |name: &str| {
+        results
+            .iter()
+            .find(|r| r.name == name && r.concurrency == 32)
+    };
+    if let (Some(ours), Some(floor)) = (at_32("ours"), at_32("raw_conditional")) {
+        println!(
+            "  ours over raw_conditional (the same commands by hand) at concurrency 32: client us/p {:.2}, pairs/s {:.2}",
+            ours.client_us_per_pair() / floor.client_us_per_pair(),
+            ours.per_sec() / floor.per_sec()
+        );
+    }
 }
 
 pub(crate) fn print_key_space(k: &KeySpace) {

@@ -1,6 +1,8 @@
 //! Uncontended: acquire+release pairs, every pair on a key of its own.
 //!
-//! Four implementations: `raw`, `ours` (the default configuration: a
+//! Six implementations: `raw`, `raw_conditional` (on a server with
+//! `DELIFEQ` only: see [`baselines::raw_conditional_pair`]), `ours` (the
+//! default configuration: a
 //! plain `SET NX PX`, the fencing token issued only when asked for, which
 //! these pairs never do), `ours_fenced` (a client built with
 //! `.fenced(true)`: the acquire script issues a token with every lock) and
@@ -45,8 +47,14 @@ const UNCONTENDED_SLICE: Duration = Duration::from_millis(500);
 
 /// The uncontended implementations, in the order of their slices' first
 /// round (`--uncontended-impls` picks a subset).
-pub(crate) const UNCONTENDED_IMPLS: [&str; 5] =
-    ["raw", "ours", "ours_scripts", "ours_fenced", "rslock"];
+pub(crate) const UNCONTENDED_IMPLS: [&str; 6] = [
+    "raw",
+    "ours",
+    "ours_scripts",
+    "ours_fenced",
+    "rslock",
+    "raw_conditional",
+];
 
 /// One implementation's cell at one concurrency.
 pub(crate) struct Measured {
@@ -294,6 +302,23 @@ impl Uncontended {
                 )
                 .await
             }
+            "raw_conditional" => {
+                let c = self.conn.clone();
+                run(
+                    name,
+                    concurrency,
+                    duration,
+                    first,
+                    warm_up,
+                    move |task, i| {
+                        baselines::raw_conditional_pair(
+                            c.clone(),
+                            format!("raw_conditional:{task}:{i}"),
+                        )
+                    },
+                )
+                .await
+            }
             "ours" | "ours_scripts" | "ours_fenced" => {
                 let client = match name {
                     "ours" => self.client.clone(),
@@ -356,6 +381,19 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
         manager: rslock::LockManager::new(vec![url.to_owned()]),
     };
     let mut admin = bench.conn.clone();
+    // `raw_conditional` needs `DELIFEQ`: left out where the server lacks it.
+    let has_delifeq = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("DELIFEQ")
+        .query_async::<Vec<redis::Value>>(&mut admin)
+        .await
+        .is_ok_and(|info| info.first().is_some_and(|i| *i != redis::Value::Nil));
+    let impls: Vec<&'static str> = cfg
+        .uncontended_impls
+        .iter()
+        .copied()
+        .filter(|&name| name != "raw_conditional" || has_delifeq)
+        .collect();
     let keys_before = dbsize(&mut admin).await;
     let (used_memory_before, _) = used_memory(&mut admin).await;
     let rounds = (cfg.uncontended_secs.as_secs_f64() / UNCONTENDED_SLICE.as_secs_f64())
@@ -368,8 +406,7 @@ pub(crate) async fn uncontended(url: &str, cfg: &Config) -> (Vec<Measured>, KeyS
         eprintln!(
             "  uncontended x{concurrency}: {rounds} rounds of {slice:?} per implementation ..."
         );
-        let mut cells: Vec<Measured> = cfg
-            .uncontended_impls
+        let mut cells: Vec<Measured> = impls
             .iter()
             .map(|&name| Measured::empty(name, concurrency))
             .collect();
