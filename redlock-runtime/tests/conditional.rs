@@ -168,6 +168,20 @@ async fn scripts_on(urls: &[String]) -> u64 {
     stat_on(urls, "evalsha", "calls").await + stat_on(urls, "eval", "calls").await
 }
 
+/// The longest `PTTL` of `key` on `urls` (-2 where it is absent, and on a
+/// cluster node that does not own it).
+async fn longest_pttl(urls: &[String], key: &str) -> i64 {
+    let mut longest = -2;
+    for url in urls {
+        let pttl: redis::RedisResult<i64> = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut raw_connection(url.as_str()).await)
+            .await;
+        longest = longest.max(pttl.unwrap_or(-2));
+    }
+    longest
+}
+
 /// The conditional path on every topology and connection kind it runs
 /// on: a plain lock's release is one `DELIFEQ` per node it is held on, its
 /// renewals and extend are `SET .. IFEQ`, no script runs; a lock taken
@@ -415,34 +429,48 @@ fn a_refused_conditional_delete_falls_back_to_the_script(#[case] backend: Backen
 }
 
 /// A user whose ACL forbids scripts (`-@scripting`) on a server with the
-/// conditional commands: plain locks are taken (`SET NX`), renewed by the
+/// conditional commands (one server, and every master of a Cluster): plain
+/// locks are taken (`SET NX`), renewed by the
 /// watchdog and extended (`SET .. IFEQ`) and released (`DELIFEQ`); what
 /// needs a script fails at once with [`LockError::NotPermitted`], which
 /// names the command and the permission, and is not retried.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
-    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
-    let mut admin = raw_connection(valkey.url()).await;
-    let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "noscripts",
-            "on",
-            "nopass",
-            "~*",
-            "&*",
-            "+@all",
-            "-@scripting",
-        ])
-        .query_async(&mut admin)
-        .await
-        .expect("ACL SETUSER");
-    let url = format!("redis://noscripts:any@127.0.0.1:{}", valkey.port());
-    let client = LockClient::builder()
-        .url(&url)
-        .build()
-        .await
-        .expect("connect as noscripts");
+#[rstest]
+#[case::valkey(Backend::Valkey)]
+#[case::valkey_cluster(Backend::ValkeyCluster)]
+fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once(#[case] backend: Backend) {
+    backend.run_threaded(|b| async move { without_scripting(&b).await });
+}
+
+/// A `-@scripting` user on `b`'s servers (see the test above).
+async fn without_scripting(b: &Started) {
+    let urls = counted(b);
+    for url in &urls {
+        let _: () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                "noscripts",
+                "on",
+                "nopass",
+                "~*",
+                "&*",
+                "+@all",
+                "-@scripting",
+            ])
+            .query_async(&mut raw_connection(url.as_str()).await)
+            .await
+            .expect("ACL SETUSER");
+    }
+    let as_user: Vec<String> = b
+        .servers()
+        .iter()
+        .map(|s| format!("redis://noscripts:any@127.0.0.1:{}", s.port()))
+        .collect();
+    let builder = || match b.backend() {
+        Backend::Redis => LockClient::builder().url(&as_user[0]),
+        Backend::Cluster => LockClient::builder().cluster(as_user.clone()),
+        other => unreachable!("no case runs on {other:?}"),
+    };
+    let client = builder().build().await.expect("connect as noscripts");
     for i in 0..5 {
         let guard = client
             .lock(format!("plain:{i}"))
@@ -464,20 +492,12 @@ async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
         .extend(Duration::from_secs(5))
         .await
         .expect("extended without a script");
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg("lock:{renewed}")
-        .query_async(&mut admin)
-        .await
-        .expect("PTTL");
+    let pttl = longest_pttl(&urls, "lock:{renewed}").await;
     assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
     guard.release().await.expect("released without a script");
 
     // A waiter's attempts after its first busy one, and its wake-up.
-    let other = LockClient::builder()
-        .url(&url)
-        .build()
-        .await
-        .expect("connect as noscripts");
+    let other = builder().build().await.expect("connect as noscripts");
     let holder = client.lock("waited").acquire().await.expect("free");
     let waiting = tokio::spawn(async move {
         let guard = other
@@ -488,15 +508,7 @@ async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
         guard.map(|g| (Instant::now(), g))
     });
     let signal_set = async {
-        loop {
-            let exists: bool = redis::cmd("EXISTS")
-                .arg("lock:{waited}:waited")
-                .query_async(&mut admin)
-                .await
-                .expect("EXISTS");
-            if exists {
-                break;
-            }
+        while longest_pttl(&urls, "lock:{waited}:waited").await == -2 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -515,8 +527,8 @@ async fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once() {
         taken.saturating_duration_since(released)
     );
     guard.release().await.expect("release");
-    assert_eq!(scripts_run(&mut admin).await, 0, "no script was sent");
-    assert_eq!(stat(&mut admin, "evalsha", "rejected_calls").await, 0);
+    assert_eq!(scripts_on(&urls).await, 0, "no script was sent");
+    assert_eq!(stat_on(&urls, "evalsha", "rejected_calls").await, 0);
 
     let started = Instant::now();
     let fenced = client
