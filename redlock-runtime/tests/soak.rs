@@ -390,7 +390,7 @@ fn fenced_client(url: &str) -> LockClient {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_with_aof_always() {
-    soak_aof_always("one Redis, AOF always", 1, false, |url| {
+    soak_aof_always(Server::Redis, "one Redis, AOF always", 1, false, |url| {
         vec![client(url), client(url)]
     })
     .await;
@@ -401,6 +401,7 @@ async fn soak_one_redis_with_coalesced_fenced_calls() {
     // All six workers on one fenced client: their acquires and releases
     // go out in batches while the faults hit.
     let clients = soak_aof_always(
+        Server::Redis,
         "one Redis, AOF always, coalesced fenced calls",
         4,
         false,
@@ -416,26 +417,21 @@ async fn soak_one_redis_with_coalesced_fenced_calls() {
 async fn soak_one_redis_fair_with_aof_always() {
     // Every release hands the lock to the next waiter in line (a grant),
     // while acquires are cut short around it and the faults hit.
-    soak_aof_always("one Redis, AOF always, fair", 6, true, |url| {
-        vec![client(url), client(url)]
-    })
+    soak_aof_always(
+        Server::Redis,
+        "one Redis, AOF always, fair",
+        6,
+        true,
+        |url| vec![client(url), client(url)],
+    )
     .await;
 }
 
-/// The soak on one Redis with an AOF fsynced on every write (the lock
-/// survives a SIGKILL), behind a proxy: latency, cuts, pauses and restarts
-/// from the AOF. `clients(url)` makes the clients the workers share.
+/// The soak on one server of `program`'s with an AOF fsynced on every
+/// write (the lock survives a SIGKILL), behind a proxy: latency, cuts,
+/// pauses and restarts from the AOF. `clients(url)` makes the clients the
+/// workers share.
 async fn soak_aof_always(
-    name: &str,
-    seed: u64,
-    fair: bool,
-    clients: impl FnOnce(&str) -> Vec<LockClient>,
-) -> Vec<LockClient> {
-    soak_aof_always_on(Server::Redis, name, seed, fair, clients).await
-}
-
-/// [`soak_aof_always`] on `program`'s server.
-async fn soak_aof_always_on(
     program: Server,
     name: &str,
     seed: u64,
@@ -476,7 +472,7 @@ async fn soak_aof_always_on(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_valkey_with_aof_always() {
-    soak_aof_always_on(Server::Valkey, "one Valkey, AOF always", 8, false, |url| {
+    soak_aof_always(Server::Valkey, "one Valkey, AOF always", 8, false, |url| {
         vec![client(url), client(url)]
     })
     .await;
@@ -484,7 +480,7 @@ async fn soak_one_valkey_with_aof_always() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_valkey_restarting_empty_or_from_a_snapshot() {
-    soak_restarts_on(
+    soak_restarts(
         Server::Valkey,
         "one Valkey, restarts empty and from RDB",
         9,
@@ -496,9 +492,13 @@ async fn soak_one_valkey_restarting_empty_or_from_a_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_one_redis_restarting_empty_or_from_a_snapshot() {
-    soak_restarts("one Redis, restarts empty and from RDB", 2, false, |url| {
-        vec![client(url), client(url)]
-    })
+    soak_restarts(
+        Server::Redis,
+        "one Redis, restarts empty and from RDB",
+        2,
+        false,
+        |url| vec![client(url), client(url)],
+    )
     .await;
 }
 
@@ -507,6 +507,7 @@ async fn soak_one_redis_restarting_with_coalesced_fenced_calls() {
     // Batches read Redis's clock once for all their acquires: tokens must
     // still increase across restarts empty and rollbacks to a snapshot.
     let clients = soak_restarts(
+        Server::Redis,
         "one Redis, restarts empty and from RDB, coalesced fenced calls",
         5,
         false,
@@ -523,6 +524,7 @@ async fn soak_one_redis_fair_restarting_empty_or_from_a_snapshot() {
     // Grants issue fencing tokens too: they must still increase across
     // restarts empty and rollbacks to a snapshot.
     soak_restarts(
+        Server::Redis,
         "one Redis, restarts empty and from RDB, fair",
         7,
         true,
@@ -531,21 +533,11 @@ async fn soak_one_redis_fair_restarting_empty_or_from_a_snapshot() {
     .await;
 }
 
-/// The soak on one Redis that restarts empty or from its last RDB
-/// snapshot, behind a proxy. Locks do not survive these restarts
+/// The soak on one server of `program`'s that restarts empty or from its
+/// last RDB snapshot, behind a proxy. Locks do not survive these restarts
 /// (documented): holders may overlap, and the fencing tokens must still
 /// keep the store safe. `clients(url)` makes the clients the workers share.
 async fn soak_restarts(
-    name: &str,
-    seed: u64,
-    fair: bool,
-    clients: impl FnOnce(&str) -> Vec<LockClient>,
-) -> Vec<LockClient> {
-    soak_restarts_on(Server::Redis, name, seed, fair, clients).await
-}
-
-/// [`soak_restarts`] on `program`'s server.
-async fn soak_restarts_on(
     program: Server,
     name: &str,
     seed: u64,

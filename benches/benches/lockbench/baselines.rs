@@ -29,6 +29,23 @@ pub(crate) fn release_script() -> redis::Script {
     redis::Script::new(RELEASE)
 }
 
+/// The raw baselines' acquire of a free key: `SET key token NX PX`, with
+/// a UUID v4 token, as our client makes one per acquire. Returns the token.
+async fn raw_acquire<C: redis::aio::ConnectionLike + Send>(conn: &mut C, key: &str) -> String {
+    let token = uuid::Uuid::new_v4().to_string();
+    let ok: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(&token)
+        .arg("NX")
+        .arg("PX")
+        .arg(UNCONTENDED_TTL.as_millis() as u64)
+        .query_async(conn)
+        .await
+        .expect("raw SET");
+    assert!(ok.is_some(), "distinct keys are never busy");
+    token
+}
+
 /// One uncontended `raw` pair: `SET key token NX PX`, then `EVALSHA` of the
 /// compare-and-delete script (on one server's connection, or redis-rs's
 /// cluster connection, which routes each command by its key's slot).
@@ -37,18 +54,7 @@ pub(crate) async fn raw_pair<C: redis::aio::ConnectionLike + Send>(
     script: Arc<redis::Script>,
     key: String,
 ) {
-    // A UUID v4, as our client makes one per acquire.
-    let token = uuid::Uuid::new_v4().to_string();
-    let ok: Option<String> = redis::cmd("SET")
-        .arg(&key)
-        .arg(&token)
-        .arg("NX")
-        .arg("PX")
-        .arg(UNCONTENDED_TTL.as_millis() as u64)
-        .query_async(&mut conn)
-        .await
-        .expect("raw SET");
-    assert!(ok.is_some(), "distinct keys are never busy");
+    let token = raw_acquire(&mut conn, &key).await;
     let released: i64 = script
         .key(&key)
         .arg(&token)
@@ -67,17 +73,7 @@ pub(crate) async fn raw_conditional_pair<C: redis::aio::ConnectionLike + Send>(
     mut conn: C,
     key: String,
 ) {
-    let token = uuid::Uuid::new_v4().to_string();
-    let ok: Option<String> = redis::cmd("SET")
-        .arg(&key)
-        .arg(&token)
-        .arg("NX")
-        .arg("PX")
-        .arg(UNCONTENDED_TTL.as_millis() as u64)
-        .query_async(&mut conn)
-        .await
-        .expect("raw SET");
-    assert!(ok.is_some(), "distinct keys are never busy");
+    let token = raw_acquire(&mut conn, &key).await;
     let (released, _waited): (i64, i64) = redis::pipe()
         .cmd("DELIFEQ")
         .arg(&key)
