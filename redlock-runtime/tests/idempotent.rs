@@ -67,10 +67,8 @@ fn on(backend: Backend) {
         for _ in 0..3 {
             // A Redlock client keeps its records in its process: its
             // workers are tasks of one client.
-            match (backend, clients.first()) {
-                (Backend::Redlock | Backend::ValkeyRedlock, Some(first)) => {
-                    clients.push(LockClient::clone(first))
-                }
+            match (b.backend(), clients.first()) {
+                (Backend::Redlock, Some(first)) => clients.push(LockClient::clone(first)),
                 _ => clients.push(b.client().await),
             }
         }
