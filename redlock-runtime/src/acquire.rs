@@ -172,7 +172,7 @@ pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, Loc
     let caller = Span::current();
     let span = telemetry::acquire_span(&p.key, p.wait);
     let waited = !p.wait.is_zero();
-    let started = Instant::now();
+    let started = telemetry::Since::now();
     let outcome = attempts(core, p, labels.clone(), &caller)
         .instrument(span.clone())
         .await;
@@ -189,7 +189,7 @@ pub(crate) async fn acquire(core: &Arc<Core>, p: &Params) -> Result<Outcome, Loc
         Err(e) => Some(AcquireEnd::Failed(e)),
     };
     if let Some(end) = end {
-        telemetry::acquire_ended(&labels, end, started.elapsed());
+        telemetry::acquire_ended(&labels, end, started);
     }
     outcome
 }
@@ -240,13 +240,14 @@ async fn attempts(
     // writers' set (not one that does not wait: it would keep readers out
     // for nothing): both are given back with the rest.
     let queued = p.fair || (p.shape == Shape::Write && !p.wait.is_zero());
-    let mut token = core.new_token(queued);
+    let token = core.new_token(queued);
     let started = Instant::now();
-    let mut wait = Wait::new(p.wait);
+    let mut wait = Wait::new(p.wait, started);
     // Gives back, when this future ends without a guard (gave up, failed
     // or was dropped at any await), what an attempt may have taken: the
-    // lock, or a place in the fair line.
-    let mut pending = PendingAcquire::new(Arc::clone(core), keys.clone(), token.clone(), queued);
+    // lock, or a place in the fair line. It keeps the keys and the token
+    // (the attempts borrow them) and hands them to the guard.
+    let mut pending = PendingAcquire::new(core, keys, token, queued);
 
     let presence = settings.retry.max() * 3 + settings.command_timeout;
     // When the last attempt answered "busy" was sent: our place in a fair
@@ -266,13 +267,19 @@ async fn attempts(
             // last token can be held (no answer lost, no place in a line):
             // an attempt whose outcome is unknown is followed by one with
             // the same token, which finds the lock its own.
-            token = core.new_token(false);
-            pending.retoken(token.clone());
+            pending.retoken(core.new_token(false));
         }
-        let sent = Instant::now();
+        // The first attempt goes out now: `started` serves (a lease counted
+        // from a little before its send only ends sooner).
+        let sent = if wait.retries() == 0 {
+            started
+        } else {
+            Instant::now()
+        };
+        pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let request = Acquire {
-            keys: &keys,
-            token: &token,
+            keys: pending.keys(),
+            token: pending.token(),
             ttl,
             want_time: p.hold_at_least.is_some(),
             line: queued.then_some(presence),
@@ -283,7 +290,6 @@ async fn attempts(
             // answers its pttl.
             fresh: wait.retries() == 0,
         };
-        pending.sending(sent, ttl.max(if queued { presence } else { ttl }));
         let attempt = core.backend().acquire(&request, limit).await;
         let (result, pttl) = match attempt {
             Ok(AcquireReply::Acquired { fence, at_ms }) => {
@@ -306,21 +312,21 @@ async fn attempts(
                 // lock was set): given back, as a lost answer is.
                 pending.answered(e.may_have_written());
                 if !e.is_transient() {
-                    return Err(e.into_lock_error(keys.user(), Operation::Acquire));
+                    return Err(e.into_lock_error(&p.key, Operation::Acquire));
                 }
-                tracing::debug!(target: "redlock", key = %keys.user(), error = %e, "acquire attempt failed");
+                tracing::debug!(target: "redlock", key = %p.key, error = %e, "acquire attempt failed");
                 (Err(e), None)
             }
         };
         if wait.retries() == 0 && result.is_ok() && !wait.remaining().is_zero() {
-            tracing::debug!(target: "redlock", key = %keys.user(), wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
+            tracing::debug!(target: "redlock", key = %p.key, wait_ms = p.wait.as_millis() as u64, "lock busy, waiting");
         }
         let busy = result
             .is_ok()
-            .then(|| (keys.main(), p.fair.then_some(token.as_str())));
+            .then(|| (pending.keys().main(), p.fair.then_some(pending.token())));
         // `pending` is dropped on a shutdown: what an attempt may hold is
         // given back.
-        match wait.next(core, woken, busy, pttl, keys.user()).await? {
+        match wait.next(core, woken, busy, pttl, &p.key).await? {
             Next::Attempt => {}
             // Anything an attempt may hold is given back: before "busy" is
             // answered (a fair waiter has left the line when it says it
@@ -332,7 +338,7 @@ async fn attempts(
                         Box::pin(pending.give_back_now()).await;
                         Ok(Outcome::Busy)
                     }
-                    Err(e) => Err(e.into_lock_error(keys.user(), Operation::Acquire)),
+                    Err(e) => Err(e.into_lock_error(&p.key, Operation::Acquire)),
                 };
             }
         }
@@ -358,10 +364,10 @@ async fn attempts(
             // Else the next ask finds the lock ours (the holder path).
         }
     };
-    pending.took();
+    let (keys, token) = pending.took();
     tracing::debug!(
         target: "redlock",
-        key = %keys.user(),
+        key = %p.key,
         fencing_token = (got.fence > 0).then_some(got.fence),
         waited_ms = started.elapsed().as_millis() as u64,
         retries = wait.retries(),

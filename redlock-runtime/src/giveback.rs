@@ -19,8 +19,9 @@ use crate::core::Core;
 
 /// What an acquire in progress may hold in Redis: given back on drop unless
 /// the acquire returned a guard (see the module docs).
-pub(crate) struct PendingAcquire {
-    core: Arc<Core>,
+pub(crate) struct PendingAcquire<'a> {
+    /// Borrowed: cloned only for a give-back from a task of its own.
+    core: &'a Arc<Core>,
     keys: Keys,
     token: String,
     fair: bool,
@@ -34,8 +35,8 @@ pub(crate) struct PendingAcquire {
     until: Option<Instant>,
 }
 
-impl PendingAcquire {
-    pub(crate) fn new(core: Arc<Core>, keys: Keys, token: String, fair: bool) -> Self {
+impl<'a> PendingAcquire<'a> {
+    pub(crate) fn new(core: &'a Arc<Core>, keys: Keys, token: String, fair: bool) -> Self {
         Self {
             core,
             keys,
@@ -62,11 +63,28 @@ impl PendingAcquire {
         self.unknown |= unknown;
     }
 
-    /// The acquire returned a guard: nothing to give back.
-    pub(crate) fn took(mut self) {
+    /// The keys the acquire takes.
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// The token the next attempt goes out under.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The acquire returned a guard: nothing to give back, and the keys
+    /// and token are the guard's.
+    pub(crate) fn took(mut self) -> (Keys, String) {
         self.in_flight = false;
         self.unknown = false;
         self.queued = false;
+        (self.take_keys(), std::mem::take(&mut self.token))
+    }
+
+    /// The keys, leaving empty ones (which allocate nothing) for the drop.
+    fn take_keys(&mut self) -> Keys {
+        std::mem::replace(&mut self.keys, Keys::Lock(LockKeys::default()))
     }
 
     /// Nothing of this acquire's token can be held: no attempt on its
@@ -112,7 +130,7 @@ impl PendingAcquire {
     }
 }
 
-impl Drop for PendingAcquire {
+impl Drop for PendingAcquire<'_> {
     fn drop(&mut self) {
         if !self.needed() {
             return;
@@ -120,8 +138,8 @@ impl Drop for PendingAcquire {
         let (Some(until), Ok(runtime)) = (self.until, tokio::runtime::Handle::try_current()) else {
             return; // no runtime left: the lease runs out by itself
         };
-        let core = Arc::clone(&self.core);
-        let keys = std::mem::replace(&mut self.keys, Keys::Lock(LockKeys::new("", String::new())));
+        let core = Arc::clone(self.core);
+        let keys = self.take_keys();
         let token = std::mem::take(&mut self.token);
         let fair = self.fair;
         // Tracked: a shutdown waits for it.

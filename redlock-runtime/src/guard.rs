@@ -264,12 +264,14 @@ impl LockGuard {
             self.released = true;
             return Ok(());
         };
-        let (core, held) = (Arc::clone(&self.core), Arc::clone(&self.held));
-        if held.ended_by_shutdown() {
+        if self.held.ended_by_shutdown() {
             // The client's shutdown released it (see `shutdown.rs`).
             self.released = true;
             return Err(self.lost_error(LostReason::ClientShutDown));
         }
+        // Borrowed, field by field: the guard's own handles serve (no
+        // shared count to touch per release).
+        let (core, held) = (&self.core, &self.held);
         // Wait out a renewal in flight, and stop renewals, before the release
         // is sent: no renewal can follow it.
         let span = telemetry::release_span(held.span(), held.key(), held.fence());
@@ -277,8 +279,9 @@ impl LockGuard {
             let gate = held.gate().await;
             core.watchdog().deregister(renewal_id);
             let sent = Instant::now();
+            let limit = core.settings().command_timeout;
             let result = held
-                .end(core.backend(), core.settings().command_timeout)
+                .end_as(core.backend(), limit, held.presumed_held_at(sent))
                 .await;
             // Ended before the gate opens: a shutdown that takes the gate
             // next finds it released, not a lease to end (and mark lost).
@@ -289,7 +292,7 @@ impl LockGuard {
         .instrument(span.clone())
         .await;
         self.released = true;
-        telemetry::held(held.labels(), held.held_for());
+        telemetry::held(held.labels(), || held.held_for());
         // `Some(why)` when the store said the lock was no longer this
         // owner's (asked before the span is entered: its guard is not held
         // across an await).
@@ -321,8 +324,8 @@ impl LockGuard {
                         tracing::warn!(target: "redlock", key = %held.key(), error = %e, "lock release failed; retrying in the background until the lease would end");
                         release_in_background(
                             &runtime,
-                            Arc::clone(&core),
-                            Arc::clone(&held),
+                            Arc::clone(core),
+                            Arc::clone(held),
                             How::Release,
                         );
                     }
@@ -419,7 +422,7 @@ impl LockGuard {
             }
             self.released = true;
             self.held.set_ended();
-            telemetry::held(self.held.labels(), self.held.held_for());
+            telemetry::held(self.held.labels(), || self.held.held_for());
         }
         drop(gate);
         result
@@ -447,7 +450,7 @@ impl Drop for LockGuard {
         if held.ended_by_shutdown() {
             return; // the client's shutdown released it
         }
-        telemetry::held(held.labels(), held.held_for());
+        telemetry::held(held.labels(), || held.held_for());
         let Some(runtime) = self.runtime.take() else {
             tracing::warn!(target: "redlock", key = %held.key(), "lock guard dropped outside a tokio runtime; the lease will run out by itself");
             return;

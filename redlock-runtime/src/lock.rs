@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{OwnedMutexGuard, watch};
+use tokio::sync::{MutexGuard, Notify};
 use tokio::time::Instant;
 use tracing::Span;
 
@@ -60,6 +60,40 @@ impl Loss {
 /// whose read of why is cancelled (its caller's future dropped) still
 /// ends with the lock known lost, and `lost()` completes. After the read,
 /// the reason it found is already known and this changes nothing.
+/// A lock's [`Loss`], and the wake-up of the [`Lost`] futures waiting for
+/// it to change. (A `watch` channel would do the same, but costs an
+/// allocation and nine locks per lock taken even when nobody asks.)
+#[derive(Debug)]
+struct LossCell {
+    loss: Mutex<Loss>,
+    changed: Notify,
+}
+
+impl Default for LossCell {
+    fn default() -> Self {
+        Self {
+            loss: Mutex::new(Loss::None),
+            changed: Notify::new(),
+        }
+    }
+}
+
+impl LossCell {
+    fn get(&self) -> Loss {
+        *self.loss.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `change`; when it says it changed the state, wakes every
+    /// future waiting (after `change` returned). Returns what it said.
+    fn update(&self, change: impl FnOnce(&mut Loss) -> bool) -> bool {
+        let changed = change(&mut self.loss.lock().unwrap_or_else(PoisonError::into_inner));
+        if changed {
+            self.changed.notify_waiters();
+        }
+        changed
+    }
+}
+
 struct GuessOnDrop<'a> {
     held: &'a HeldLock,
     guess: LostReason,
@@ -176,9 +210,10 @@ pub(crate) struct HeldLock {
     hold: Option<Hold>,
     /// Held by the watchdog while a renewal of this lock is in flight, and
     /// by the release: no renewal is sent after a release.
-    gate: Arc<tokio::sync::Mutex<()>>,
+    gate: tokio::sync::Mutex<()>,
     lease: Mutex<Lease>,
-    lost: watch::Sender<Loss>,
+    /// Whether, and why, it is lost; every [`Lost`] future waits on it.
+    lost: LossCell,
     /// Set once the owning guard released or dropped the lock: every view
     /// of it (reentrant guards, [`CurrentLock`](crate::CurrentLock)) then
     /// says it is not held.
@@ -227,7 +262,7 @@ impl HeldLock {
             renew,
             fair,
             hold,
-            gate: Arc::new(tokio::sync::Mutex::new(())),
+            gate: tokio::sync::Mutex::new(()),
             lease: Mutex::new(Lease {
                 ttl,
                 sent,
@@ -235,7 +270,7 @@ impl HeldLock {
                 retry_at: None,
                 doubt: None,
             }),
-            lost: watch::Sender::new(Loss::None),
+            lost: LossCell::default(),
             ended: AtomicBool::new(false),
             labels,
             acquired_at: Instant::now(),
@@ -480,18 +515,18 @@ impl HeldLock {
     }
 
     /// The renewal gate, if no renewal or release holds it.
-    pub(crate) fn try_gate(&self) -> Option<OwnedMutexGuard<()>> {
-        Arc::clone(&self.gate).try_lock_owned().ok()
+    pub(crate) fn try_gate(&self) -> Option<MutexGuard<'_, ()>> {
+        self.gate.try_lock().ok()
     }
 
     /// The renewal gate: waits out a renewal in flight.
-    pub(crate) async fn gate(&self) -> OwnedMutexGuard<()> {
-        Arc::clone(&self.gate).lock_owned().await
+    pub(crate) async fn gate(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock().await
     }
 
     /// Why the lock was lost, once known.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.lost.borrow().known()
+        self.lost.get().known()
     }
 
     /// Not released, not known lost, and the lease last confirmed has not
@@ -524,7 +559,7 @@ impl HeldLock {
         if self.ended.load(Ordering::Acquire) {
             return Some(LostReason::Released);
         }
-        if let Some(reason) = self.lost.borrow().refused() {
+        if let Some(reason) = self.lost.get().refused() {
             return Some(reason);
         }
         (now >= self.lease().deadline).then(|| self.ran_out())
@@ -532,7 +567,7 @@ impl HeldLock {
 
     /// A future that completes when the lock is known or presumed lost,
     /// with why.
-    pub(crate) fn lost_future(&self) -> Lost {
+    pub(crate) fn lost_future(self: &Arc<Self>) -> Lost {
         self.loss_future(Loss::known)
     }
 
@@ -540,22 +575,26 @@ impl HeldLock {
     /// why is read: what a body run under the lock is cancelled by. Its
     /// reason is the guess the call's time gives; [`lost_future`](Self::lost_future)
     /// then completes with the one read, within one command timeout.
-    pub(crate) fn refused_future(&self) -> Lost {
+    pub(crate) fn refused_future(self: &Arc<Self>) -> Lost {
         self.loss_future(Loss::refused)
     }
 
-    fn loss_future(&self, done: fn(Loss) -> Option<LostReason>) -> Lost {
-        let mut rx = self.lost.subscribe();
+    /// Completes once `done` finds a reason in the loss state; never for a
+    /// lock that ends without being lost.
+    fn loss_future(self: &Arc<Self>, done: fn(Loss) -> Option<LostReason>) -> Lost {
+        let held = Arc::clone(self);
         Lost {
             inner: Box::pin(async move {
                 loop {
-                    if let Some(reason) = done(*rx.borrow_and_update()) {
+                    let changed = held.lost.changed.notified();
+                    tokio::pin!(changed);
+                    // Enabled before the state is read: a change made after
+                    // the read still wakes this future.
+                    changed.as_mut().enable();
+                    if let Some(reason) = done(held.lost.get()) {
                         return reason;
                     }
-                    if rx.changed().await.is_err() {
-                        // The guard is gone and the lock was not lost.
-                        return std::future::pending().await;
-                    }
+                    changed.await;
                 }
             }),
         }
@@ -600,7 +639,7 @@ impl HeldLock {
         } else {
             LostReason::Expired
         };
-        self.lost.send_if_modified(|current| {
+        self.lost.update(|current| {
             let first = *current == Loss::None;
             if first {
                 *current = Loss::Reading { guess };
@@ -615,7 +654,7 @@ impl HeldLock {
     /// cancelled, before the release goes out. Not a loss the metrics count
     /// (the release is). False when it was already known lost.
     pub(crate) fn end_by_shutdown(&self) -> bool {
-        self.lost.send_if_modified(|current| {
+        self.lost.update(|current| {
             if let Loss::Known(_) = current {
                 false
             } else {
@@ -638,7 +677,7 @@ impl HeldLock {
     /// Marks the lock lost for `reason` (once: a reason known stays) and
     /// wakes every [`Lost`] future.
     pub(crate) fn mark_lost(&self, reason: LostReason) {
-        let first = self.lost.send_if_modified(|current| {
+        let first = self.lost.update(|current| {
             if let Loss::Known(_) = current {
                 false
             } else {
@@ -662,13 +701,14 @@ impl HeldLock {
     /// was presumed held when the end went out, the end counts as done
     /// (see `design`, "A lost answer is not a lost lock").
     pub(crate) async fn end(&self, backend: &Backend, limit: Duration) -> Result<bool, OpError> {
-        self.end_as(backend, limit, self.presumed_held()).await
+        self.end_as(backend, limit, self.presumed_held_at(Instant::now()))
+            .await
     }
 
-    /// Whether this process presumes the lease held now: not found lost,
-    /// and its deadline not passed.
-    pub(crate) fn presumed_held(&self) -> bool {
-        *self.lost.borrow() == Loss::None && Instant::now() < self.lease().deadline
+    /// Whether this process presumes the lease held at `at`: not found
+    /// lost, and its deadline not passed.
+    pub(crate) fn presumed_held_at(&self, at: Instant) -> bool {
+        self.lost.get() == Loss::None && at < self.lease().deadline
     }
 
     /// [`end`](Self::end), with whether the lease was presumed held when

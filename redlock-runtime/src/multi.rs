@@ -305,18 +305,12 @@ impl MultiLock {
         let core = &self.core;
         let settings = core.settings();
         let token = core.new_token(false);
-        let mut pending: Vec<PendingAcquire> = group
+        let mut pending: Vec<PendingAcquire<'_>> = group
             .iter()
-            .map(|k| {
-                PendingAcquire::new(
-                    Arc::clone(core),
-                    Keys::Lock(k.clone()),
-                    token.clone(),
-                    false,
-                )
-            })
+            .map(|k| PendingAcquire::new(core, Keys::Lock(k.clone()), token.clone(), false))
             .collect();
-        let mut wait = Wait::new(deadline.saturating_duration_since(Instant::now()));
+        let now = Instant::now();
+        let mut wait = Wait::new(deadline.saturating_duration_since(now), now);
         loop {
             let woken = wait.arm();
             let limit = wait.limit(settings.command_timeout);

@@ -131,7 +131,7 @@ async fn end(core: &Core, id: u64, held: &HeldLock, deadline: Instant) -> Ended 
         return Ended::NotOurs;
     }
     core.watchdog().deregister(id);
-    let presumed_held = held.presumed_held();
+    let presumed_held = held.presumed_held_at(Instant::now());
     if !held.end_by_shutdown() {
         return Ended::AlreadyOver; // found lost before
     }
@@ -140,7 +140,7 @@ async fn end(core: &Core, id: u64, held: &HeldLock, deadline: Instant) -> Ended 
             held.end_as(core.backend(), limit, presumed_held)
         })
         .await;
-    telemetry::held(held.labels(), held.held_for());
+    telemetry::held(held.labels(), || held.held_for());
     match ended {
         Some(true) => {
             telemetry::released(held.labels(), How::Shutdown);

@@ -109,6 +109,24 @@ mod imp {
     }
 }
 
+/// When something the metrics time began: a clock read with the `metrics`
+/// feature, nothing without it, so that a client without metrics reads no
+/// clock for them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Since {
+    #[cfg(feature = "metrics")]
+    at: std::time::Instant,
+}
+
+impl Since {
+    pub(crate) fn now() -> Self {
+        Self {
+            #[cfg(feature = "metrics")]
+            at: std::time::Instant::now(),
+        }
+    }
+}
+
 /// How an acquire ended, for the metrics.
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) enum AcquireEnd<'a> {
@@ -118,7 +136,7 @@ pub(crate) enum AcquireEnd<'a> {
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn acquire_ended(labels: &Labels, end: AcquireEnd<'_>, elapsed: Duration) {
+pub(crate) fn acquire_ended(labels: &Labels, end: AcquireEnd<'_>, started: Since) {
     #[cfg(feature = "metrics")]
     {
         use crate::metrics as names;
@@ -140,7 +158,7 @@ pub(crate) fn acquire_ended(labels: &Labels, end: AcquireEnd<'_>, elapsed: Durat
                 "error"
             }
         };
-        imp::wait(labels, outcome, elapsed);
+        imp::wait(labels, outcome, started.at.elapsed());
     }
 }
 
@@ -194,9 +212,9 @@ pub(crate) fn released(labels: &Labels, how: How) {
 }
 
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn held(labels: &Labels, held: Duration) {
+pub(crate) fn held(labels: &Labels, held_for: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
-    imp::hold(labels, held);
+    imp::hold(labels, held_for());
 }
 
 /// The `error` label of `redlock_lock_acquire_errors_total`.

@@ -18,11 +18,12 @@
 //! released; the next acquisition starts it again.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::{Notify, OwnedMutexGuard};
+use tokio::sync::{MutexGuard, Notify};
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Renewal};
@@ -51,7 +52,7 @@ pub(crate) struct Watchdog {
 
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<u64, Arc<HeldLock>>,
+    leases: HashMap<u64, Arc<HeldLock>, BuildHasherDefault<IdHasher>>,
     next_id: u64,
     /// Whether the task is running.
     running: bool,
@@ -62,6 +63,29 @@ struct State {
 }
 
 /// What one wake-up found to do.
+/// Hashes the lease ids, sequential numbers the watchdog hands out itself
+/// (nothing an attacker picks, so no SipHash needed): a multiplication by
+/// an odd constant spreads them over the table. Every lock taken and
+/// released registers and deregisters once, under the lock of `State`.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// Due now, or within the next half period: renewed together.
@@ -222,7 +246,7 @@ pub(crate) async fn renew(
 ) -> Renewed {
     // Hold each lock's renewal gate, so a release waits for a renewal in
     // flight and none is sent after it. A lock being released is skipped.
-    let gated: Vec<(u64, &Arc<HeldLock>, OwnedMutexGuard<()>)> = batch
+    let gated: Vec<(u64, &Arc<HeldLock>, MutexGuard<'_, ()>)> = batch
         .iter()
         .filter_map(|(id, held)| held.try_gate().map(|gate| (*id, held, gate)))
         .collect();

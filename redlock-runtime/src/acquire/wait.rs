@@ -45,10 +45,10 @@ pub(crate) enum Next {
 }
 
 impl Wait {
-    /// The wait of an acquire that waits up to `wait` from now.
-    pub(crate) fn new(wait: Duration) -> Self {
+    /// The wait of an acquire that waits up to `wait` from `now`.
+    pub(crate) fn new(wait: Duration, now: Instant) -> Self {
         Self {
-            deadline: Instant::now() + wait,
+            deadline: now + wait,
             waits: !wait.is_zero(),
             retries: 0,
             subscription: None,

@@ -154,12 +154,8 @@ impl Records {
             return Err(RecordError(OpError::ShutDown));
         }
         let token = uuid::Uuid::new_v4().to_string();
-        let mut pending = PendingAcquire::new(
-            Arc::clone(core),
-            Keys::Record(keys.clone()),
-            token.clone(),
-            false,
-        );
+        let mut pending =
+            PendingAcquire::new(core, Keys::Record(keys.clone()), token.clone(), false);
         let sent = Instant::now();
         pending.sending(sent, lease);
         let claim = Claim {

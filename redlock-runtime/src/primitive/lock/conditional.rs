@@ -144,7 +144,7 @@ impl RedisBackend {
         let ttl_ms = millis_ceil(ttl).max(1);
         let (retention_ms, publish) = (self.fence_retention_ms, self.publish);
         let answer = self
-            .run(On::Waiting, Some(token), limit, |link| async move {
+            .run(On::Waiting, Some(token), limit, |mut link| async move {
                 let script = |link: Link| async move {
                     let call = Call::Acquire {
                         lock: keys.lock.as_str(),
@@ -176,8 +176,7 @@ impl RedisBackend {
                     .arg("GET")
                     .cmd("PTTL")
                     .arg(&keys.lock);
-                let mut conn = link.conn.clone();
-                let answer = answers(&pipe, &mut conn).await.and_then(|answers| {
+                let answer = answers(&pipe, &mut link.conn).await.and_then(|answers| {
                     // A parse error would quote the lock's value (another
                     // owner's token): say only what was expected.
                     let (_signal, held, pttl): (Value, Option<Vec<u8>>, i64) =
@@ -230,7 +229,7 @@ impl RedisBackend {
         let started = Instant::now();
         let (retention_ms, publish) = (self.fence_retention_ms, self.publish);
         let answer = self
-            .run(on, Some(token), limit, |link| async move {
+            .run(on, Some(token), limit, |mut link| async move {
                 let script = |link: Link| async move {
                     let call = Call::Release {
                         lock: keys.lock.as_str(),
@@ -248,8 +247,7 @@ impl RedisBackend {
                 let mut pipe = pipeline();
                 delete.add(&mut pipe, &keys.lock, token);
                 pipe.cmd("EXISTS").arg(&keys.waited);
-                let mut conn = link.conn.clone();
-                let answer = answers(&pipe, &mut conn).await.and_then(|answers| {
+                let answer = answers(&pipe, &mut link.conn).await.and_then(|answers| {
                     Ok(redis::from_redis_value::<(i64, i64)>(Value::Array(
                         answers,
                     ))?)

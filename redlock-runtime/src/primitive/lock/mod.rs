@@ -21,7 +21,7 @@ pub(crate) use scripts::{ACQUIRE, BATCH, EXTEND, ISSUE_FENCE, RELEASE, RELEASE_A
 pub(crate) use scripts::{ACQUIRE_LOCK, RELEASE_LOCK, SCRIPTS};
 
 /// A lock's keys.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct LockKeys {
     /// The key as the user gave it (for errors and logs).
     pub(crate) user: String,

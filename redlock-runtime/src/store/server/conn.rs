@@ -28,6 +28,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::future::Future;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use bb8::{ErrorSink, Pool, PooledConnection, RunError};
 use bb8_redis::RedisConnectionManager;
+use futures_util::future::Either;
 use redis::RedisFuture;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use tokio::sync::Notify;
@@ -533,10 +535,23 @@ impl Lane {
 
     /// Slot `i`'s connection (and whether it was there already), filling the
     /// slot when it is empty.
-    pub(crate) async fn link(&self, i: usize) -> Result<(Link, bool), OpError> {
-        if let Some(link) = self.slot(i).as_ref() {
-            return Ok((link.clone(), true));
+    ///
+    /// Not an `async fn`: the connect's state (a pool check-out, the
+    /// boot-time and command probes: near a kilobyte) is boxed, so the
+    /// future of every command, which nearly always finds its link cached,
+    /// neither holds nor moves it.
+    pub(crate) fn link(
+        &self,
+        i: usize,
+    ) -> impl Future<Output = Result<(Link, bool), OpError>> + Send + '_ {
+        match self.slot(i).as_ref() {
+            Some(link) => Either::Left(std::future::ready(Ok((link.clone(), true)))),
+            None => Either::Right(Box::pin(self.connect(i))),
         }
+    }
+
+    /// Fills slot `i` with a new connection (see [`link`](Self::link)).
+    async fn connect(&self, i: usize) -> Result<(Link, bool), OpError> {
         // A failure seen in the last connection timeout still counts: a
         // wrong password fails the next command at once, not after the
         // timeout.
@@ -601,10 +616,11 @@ impl Lane {
         Ok((link, false))
     }
 
-    /// Empties slot `i` if it still holds the connection `link` (found dead).
-    pub(crate) fn forget(&self, i: usize, link: &Link) {
+    /// Empties slot `i` if it still holds the connection whose [`Link::id`]
+    /// is `id` (found dead).
+    pub(crate) fn forget(&self, i: usize, id: u64) {
         let mut slot = self.slot(i);
-        if slot.as_ref().is_some_and(|l| l.id == link.id) {
+        if slot.as_ref().is_some_and(|l| l.id == id) {
             slot.take();
         }
     }

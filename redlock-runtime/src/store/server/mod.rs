@@ -176,7 +176,6 @@ impl RedisBackend {
     {
         let lane = self.lane(on);
         let i = lane.slot_of(owner);
-        let started = Instant::now();
         // Whether the time limit, should it run out, ran out while waiting
         // for a connection (then nothing was sent, and the error says why
         // no connection came) or while waiting for the answer.
@@ -186,9 +185,13 @@ impl RedisBackend {
             connecting.store(false, Ordering::Relaxed);
             let asking = conn::asking();
             let with_asking = |link: Link| if asking { link.asking() } else { link };
-            match f(with_asking(link.clone())).await {
+            // The command gets the link itself: a handle is a few shared
+            // pointers, cloned and dropped per call, so the slot is named
+            // by its id alone from here on.
+            let id = link.id();
+            match f(with_asking(link)).await {
                 Err(e) if is_dead_connection(&e) => {
-                    lane.forget(i, &link);
+                    lane.forget(i, id);
                     if !cached {
                         return Err(op_error(e, limit));
                     }
@@ -198,11 +201,12 @@ impl RedisBackend {
                     connecting.store(true, Ordering::Relaxed);
                     let (link, _) = lane.link(i).await?;
                     connecting.store(false, Ordering::Relaxed);
-                    let result = f(with_asking(link.clone())).await;
+                    let id = link.id();
+                    let result = f(with_asking(link)).await;
                     if let Err(e) = &result
                         && is_dead_connection(e)
                     {
-                        lane.forget(i, &link);
+                        lane.forget(i, id);
                     }
                     result.map_err(|e| op_error(e, limit))
                 }
@@ -211,7 +215,16 @@ impl RedisBackend {
         };
         match tokio::time::timeout(limit, call).await {
             Ok(result) => result,
-            Err(_) if connecting.load(Ordering::Relaxed) => Err(lane.no_connection(started, limit)),
+            Err(_) if connecting.load(Ordering::Relaxed) => {
+                // The limit ran out, so the call started at least `limit`
+                // ago: the connection errors seen since then are the ones
+                // it waited through. (Read here, not at every start: a
+                // clock read per call for the rare case.)
+                let started = Instant::now()
+                    .checked_sub(limit)
+                    .unwrap_or_else(Instant::now);
+                Err(lane.no_connection(started, limit))
+            }
             Err(_) => Err(OpError::Timeout(limit)),
         }
     }

@@ -19,39 +19,71 @@
 //! [`RedisBackend::run`]: super::redis::RedisBackend
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
 
-use futures_util::FutureExt as _;
 use futures_util::future::Either;
+use tokio::task::futures::TaskLocalFuture;
+
+/// Set once a command was sent again; made on the first note (or carry),
+/// so a call that re-sends nothing (nearly all) allocates nothing.
+type Flag = OnceLock<Arc<AtomicBool>>;
 
 tokio::task_local! {
-    static RESENT: Arc<AtomicBool>;
+    static RESENT: Flag;
 }
 
 /// Runs `call`, and says whether any of its commands was sent again after
 /// a send whose outcome is unknown (it may have run).
 ///
-/// A combinator, not an `async fn`: an `async fn` would keep `call` as an
-/// argument beside the scope that runs it, doubling the size of every
+/// A future of its own, not an `async fn`: an `async fn` would keep `call`
+/// as an argument beside the scope that runs it, doubling the size of every
 /// future that ends a lease (`tests/reentry.rs` bounds it).
-pub(crate) fn track<F: Future>(call: F) -> impl Future<Output = (F::Output, bool)> {
-    let resent = Arc::new(AtomicBool::new(false));
-    RESENT
-        .scope(Arc::clone(&resent), call)
-        .map(move |output| (output, resent.load(Ordering::Acquire)))
+pub(crate) fn track<F: Future>(call: F) -> Tracked<F> {
+    Tracked {
+        scoped: RESENT.scope(Flag::new(), call),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`track`].
+    pub(crate) struct Tracked<F: Future> {
+        #[pin]
+        scoped: TaskLocalFuture<Flag, F>,
+    }
+}
+
+impl<F: Future> Future for Tracked<F> {
+    type Output = (F::Output, bool);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut scoped = self.project().scoped;
+        let output = ready!(scoped.as_mut().poll(cx));
+        let resent = scoped
+            .take_value()
+            .and_then(|flag| flag.get().map(|resent| resent.load(Ordering::Acquire)))
+            .unwrap_or(false);
+        Poll::Ready((output, resent))
+    }
+}
+
+/// The flag of the [`track`] this task is in, made if it is not yet.
+fn flag(cell: &Flag) -> Arc<AtomicBool> {
+    Arc::clone(cell.get_or_init(|| Arc::new(AtomicBool::new(false))))
 }
 
 /// A command whose send may have run is about to be sent again.
 pub(crate) fn note() {
-    let _ = RESENT.try_with(|resent| resent.store(true, Ordering::Release));
+    let _ = RESENT.try_with(|cell| flag(cell).store(true, Ordering::Release));
 }
 
 /// `call`, to be spawned, reporting its re-sends to the [`track`] of the
 /// task that makes it (if any).
 pub(crate) fn carry<F: Future>(call: F) -> impl Future<Output = F::Output> {
-    match RESENT.try_with(Arc::clone) {
-        Ok(resent) => Either::Left(RESENT.scope(resent, call)),
+    match RESENT.try_with(flag) {
+        Ok(resent) => Either::Left(RESENT.scope(Flag::from(resent), call)),
         Err(_) => Either::Right(call),
     }
 }
