@@ -966,7 +966,23 @@ async fn a_slow_redis_gives_a_typed_timeout_within_the_command_timeout() {
         .acquire()
         .await
         .expect("works again once Redis is fast");
-    guard.release().await.expect("release");
+    // A release is bounded the same way (its commands on the cached
+    // connection run under the driver's timeout, set to the time left:
+    // `store/server/bounded.rs`), and goes on in the background.
+    proxy.set_latency(Duration::from_millis(400));
+    let started = Instant::now();
+    let err = guard.release().await.expect_err("too slow");
+    let took = started.elapsed();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    assert!(took < Duration::from_millis(400), "took {took:?}");
+    proxy.set_latency(Duration::ZERO);
+    let again = locks
+        .lock("slow")
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await
+        .expect("the background release (or the lease) frees it");
+    again.release().await.expect("release");
 }
 
 #[tokio::test]

@@ -228,8 +228,10 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         let started = Instant::now();
         let (retention_ms, publish) = (self.fence_retention_ms, self.publish);
+        // Its commands only (the pipeline, or the script): bounded without
+        // a timer of its own.
         let answer = self
-            .run(on, Some(token), limit, |mut link| async move {
+            .run_commands(on, Some(token), limit, |mut link| async move {
                 let script = |link: Link| async move {
                     let call = Call::Release {
                         lock: keys.lock.as_str(),
@@ -288,7 +290,7 @@ impl RedisBackend {
             Publish::Sharded => "SPUBLISH",
         };
         let woken = self
-            .run(on, Some(token), limit, |mut link| async move {
+            .run_commands(on, Some(token), limit, |mut link| async move {
                 let mut pipe = pipeline();
                 pipe.cmd("DEL")
                     .arg(&keys.waited)

@@ -655,18 +655,27 @@ impl RedisBackend {
         coalesce: bool,
         call: impl Fn() -> C,
     ) -> Result<Value, OpError> {
-        let coalescer = self.coalescer(on, owner).filter(|_| coalesce);
         let publish = self.publish;
-        self.run(on, Some(owner), limit, |link| {
-            let call = call();
-            async move {
-                match coalescer {
-                    Some(c) => c.call(link, limit, call).await,
-                    None => Coalescer::alone(link, &call, publish).await,
-                }
+        match self.coalescer(on, owner).filter(|_| coalesce) {
+            // Boxed: a call that may join a batch has the larger state (its
+            // ticket, the batch's wait); the calls that always go alone (a
+            // plain lock's) do not carry it.
+            Some(c) => {
+                let coalesced = self.run(on, Some(owner), limit, |link| {
+                    let call = call();
+                    async move { c.call(link, limit, call).await }
+                });
+                Box::pin(coalesced).await
             }
-        })
-        .await
+            // Only its commands: bounded without a timer of its own.
+            None => {
+                self.run_commands(on, Some(owner), limit, |link| {
+                    let call = call();
+                    async move { Coalescer::alone(link, &call, publish).await }
+                })
+                .await
+            }
+        }
     }
 }
 

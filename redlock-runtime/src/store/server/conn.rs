@@ -44,6 +44,7 @@ use tokio::sync::Notify;
 use super::super::OpError;
 use super::super::probe::PlainTextProbe;
 use super::super::traced;
+use super::bounded::Bounded;
 use super::commands::{self, Commands};
 use crate::error::ConnectFailure;
 
@@ -231,6 +232,8 @@ impl Source {
 pub(crate) enum Conn {
     Multiplexed(MultiplexedConnection),
     Manager(ConnectionManager),
+    /// A multiplexed handle whose sends end by a deadline (see [`bounded`](super::bounded)).
+    Bounded(Bounded),
     /// Sends `ASKING` just before each command, in the same write, so the
     /// node importing a slot serves it (`ASKING` holds for the next
     /// command only, which nothing else on the multiplexed connection can
@@ -275,6 +278,7 @@ impl Conn {
         match self {
             Self::Multiplexed(c) => c.req_packed_command(cmd),
             Self::Manager(c) => c.req_packed_command(cmd),
+            Self::Bounded(c) => c.send(cmd),
             Self::Asking(c) => Box::pin(async move {
                 let mut pipe = redis::pipe();
                 pipe.cmd("ASKING").add_command(cmd.clone());
@@ -299,6 +303,7 @@ impl Conn {
         match self {
             Self::Multiplexed(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Manager(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Bounded(c) => c.send_all(pipeline, offset, count),
             Self::Asking(c) => Box::pin(async move {
                 let asking = with_asking(pipeline, offset, count);
                 let replies = c.send_all(&asking, 0, asking.len()).await?;
@@ -335,6 +340,7 @@ impl ConnectionLike for Conn {
         match self {
             Self::Multiplexed(c) => c.get_db(),
             Self::Manager(c) => c.get_db(),
+            Self::Bounded(c) => c.get_db(),
             Self::Asking(c) => c.get_db(),
         }
     }
@@ -380,6 +386,19 @@ impl Link {
     /// Tells this connection apart from a later one in the same slot.
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// This link with every send ending by `deadline` (see [`bounded`](super::bounded));
+    /// itself, unchanged, as `Err` when its handle cannot be bounded so (a
+    /// `ConnectionManager`).
+    pub(crate) fn bounded(self, deadline: tokio::time::Instant) -> Result<Self, Self> {
+        match self.conn {
+            Conn::Multiplexed(conn) => Ok(Self {
+                conn: Conn::Bounded(Bounded::new(conn, deadline)),
+                ..self
+            }),
+            conn => Err(Self { conn, ..self }),
+        }
     }
 
     /// This link, following an `ASK` redirect (see [`Conn::Asking`]).

@@ -15,6 +15,7 @@ use crate::scripts::Publish;
 use crate::util::millis_ceil;
 use coalesce::Coalescer;
 
+mod bounded;
 pub(crate) mod call;
 pub(crate) mod coalesce;
 pub(crate) mod commands;
@@ -183,8 +184,6 @@ impl RedisBackend {
         let call = async {
             let (link, cached) = lane.link(i).await?;
             connecting.store(false, Ordering::Relaxed);
-            let asking = conn::asking();
-            let with_asking = |link: Link| if asking { link.asking() } else { link };
             // The command gets the link itself: a handle is a few shared
             // pointers, cloned and dropped per call, so the slot is named
             // by its id alone from here on.
@@ -195,38 +194,108 @@ impl RedisBackend {
                     if !cached {
                         return Err(op_error(e, limit));
                     }
-                    tracing::debug!(target: "redlock", error = %e, "cached Redis connection is dead; retrying on a new one");
-                    // The first send may have run before the connection died.
-                    resend::note();
-                    connecting.store(true, Ordering::Relaxed);
-                    let (link, _) = lane.link(i).await?;
-                    connecting.store(false, Ordering::Relaxed);
-                    let id = link.id();
-                    let result = f(with_asking(link)).await;
-                    if let Err(e) = &result
-                        && is_dead_connection(e)
-                    {
-                        lane.forget(i, id);
-                    }
-                    result.map_err(|e| op_error(e, limit))
+                    resend_on_new(lane, i, &f, &connecting, limit, &e).await
                 }
                 other => other.map_err(|e| op_error(e, limit)),
             }
         };
         match tokio::time::timeout(limit, call).await {
             Ok(result) => result,
-            Err(_) if connecting.load(Ordering::Relaxed) => {
-                // The limit ran out, so the call started at least `limit`
-                // ago: the connection errors seen since then are the ones
-                // it waited through. (Read here, not at every start: a
-                // clock read per call for the rare case.)
-                let started = Instant::now()
-                    .checked_sub(limit)
-                    .unwrap_or_else(Instant::now);
-                Err(lane.no_connection(started, limit))
-            }
-            Err(_) => Err(OpError::Timeout(limit)),
+            Err(_) => Err(ran_out(lane, &connecting, limit)),
         }
+    }
+
+    /// [`run`](Self::run) for a call `f` whose every await is a command
+    /// sent on its link (no batch, no sleep): bounded by the driver's
+    /// response timeout instead of a timer of its own where its link is
+    /// cached and multiplexed (see [`bounded`]), else as `run` does.
+    pub(crate) async fn run_commands<T, F, Fut>(
+        &self,
+        on: On,
+        owner: Option<&str>,
+        limit: Duration,
+        f: F,
+    ) -> Result<T, OpError>
+    where
+        F: Fn(Link) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let lane = self.lane(on);
+        let i = lane.slot_of(owner);
+        let deadline = tokio::time::Instant::now() + limit;
+        let link = match lane.cached(i).map(|link| link.bounded(deadline)) {
+            Some(Ok(link)) => link,
+            // To be made, or a `ConnectionManager`'s: under a timer.
+            Some(Err(_)) | None => return self.run(on, owner, limit, f).await,
+        };
+        let id = link.id();
+        match f(with_asking(link)).await {
+            Err(e) if is_dead_connection(&e) => {
+                lane.forget(i, id);
+                // The new connection is made under a timer: a pool's
+                // check-out is no command.
+                let connecting = AtomicBool::new(true);
+                let resend = resend_on_new(lane, i, &f, &connecting, limit, &e);
+                match tokio::time::timeout_at(deadline, resend).await {
+                    Ok(result) => result,
+                    Err(_) => Err(ran_out(lane, &connecting, limit)),
+                }
+            }
+            other => other.map_err(|e| op_error(e, limit)),
+        }
+    }
+}
+
+/// `link`, following an `ASK` redirect when the call is inside one (see
+/// [`conn::Conn::Asking`]).
+fn with_asking(link: Link) -> Link {
+    if conn::asking() { link.asking() } else { link }
+}
+
+/// A call's one re-send, on a new connection of slot `i`, after its cached
+/// one was found dead (`e`): within what is left of its time limit.
+async fn resend_on_new<T, F, Fut>(
+    lane: &Lane,
+    i: usize,
+    f: &F,
+    connecting: &AtomicBool,
+    limit: Duration,
+    e: &redis::RedisError,
+) -> Result<T, OpError>
+where
+    F: Fn(Link) -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    tracing::debug!(target: "redlock", error = %e, "cached Redis connection is dead; retrying on a new one");
+    // The first send may have run before the connection died.
+    resend::note();
+    connecting.store(true, Ordering::Relaxed);
+    let (link, _) = lane.link(i).await?;
+    connecting.store(false, Ordering::Relaxed);
+    let id = link.id();
+    let result = f(with_asking(link)).await;
+    if let Err(e) = &result
+        && is_dead_connection(e)
+    {
+        lane.forget(i, id);
+    }
+    result.map_err(|e| op_error(e, limit))
+}
+
+/// The error of a call whose time limit ran out: why no connection came
+/// when it was `connecting`, else a timeout.
+fn ran_out(lane: &Lane, connecting: &AtomicBool, limit: Duration) -> OpError {
+    if connecting.load(Ordering::Relaxed) {
+        // The limit ran out, so the call started at least `limit` ago: the
+        // connection errors seen since then are the ones it waited through.
+        // (Read here, not at every start: a clock read per call for the
+        // rare case.)
+        let started = Instant::now()
+            .checked_sub(limit)
+            .unwrap_or_else(Instant::now);
+        lane.no_connection(started, limit)
+    } else {
+        OpError::Timeout(limit)
     }
 }
 
