@@ -88,8 +88,17 @@ async fn answers(
     pipe: &redis::Pipeline,
     conn: &mut crate::store::server::conn::Conn,
 ) -> redis::RedisResult<Vec<Value>> {
-    let answers: Vec<redis::RedisResult<Value>> = pipe.query_async(conn).await?;
-    answers.into_iter().collect()
+    // Read as they came (an error is a `Value::ServerError` among them):
+    // no second vector of results to build on every release.
+    let answers: Vec<Value> = pipe.query_async(conn).await?;
+    let first_error = answers.iter().find_map(|answer| match answer {
+        Value::ServerError(e) => Some(e),
+        _ => None,
+    });
+    match first_error {
+        Some(e) => Err(e.clone().into()),
+        None => Ok(answers),
+    }
 }
 
 /// What an acquire attempt answered.
