@@ -8,10 +8,9 @@ use redlock_runtime::{LockClient, LockClientBuilder};
 use crate::{MASTER_NAME, RedisCluster, RedisServer, SentinelSet, Server, start_replica};
 
 /// How long a [`Backend::Replicas`] client waits for its replica's
-/// acknowledgement (`.replicas(1, ..)`). A healthy replica answers in
-/// microseconds, so a scenario never waits this long; 500 ms was seen to run
-/// out (0 of 1 acknowledged) on the 2-core machine while a whole suite ran,
-/// which no scenario on these cases is about.
+/// acknowledgement (`.replicas(1, ..)`). A replica that follows answers in
+/// microseconds, so a scenario never waits this long; the margin is for a
+/// loaded 2-core machine, which no scenario on these cases is about.
 pub const REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many nodes a [`Backend::Redlock`] case starts.

@@ -26,11 +26,18 @@ pub async fn key_exists(url: impl AsRef<str>, key: &str) -> bool {
 }
 
 /// Starts a replica of `primary` (the same program: Redis or Valkey) and
-/// returns once the primary counts it:
-/// a write followed by `WAIT 1` is acknowledged.
+/// returns once it has loaded the primary's data and follows its writes:
+/// it says its link is up with no sync in progress, and a write made after
+/// that, followed by `WAIT 1`, is acknowledged.
+///
+/// The replica's own word is needed: a Valkey 9 replica acknowledges the
+/// offset of its full sync before it has loaded the data (a bio thread
+/// downloads it, the main thread notices on its next tick, up to a second
+/// later), so a `WAIT` alone can succeed for a write the snapshot held,
+/// and the next writes then wait that long for their acknowledgement.
 ///
 /// # Panics
-/// When the replica does not acknowledge a write within 10 s.
+/// When the replica does not follow the primary within 10 s.
 pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
     let replica = crate::RedisServer::start_on(
         primary.server(),
@@ -38,8 +45,16 @@ pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
     )
     .await;
     let mut conn = raw_connection(primary.url()).await;
+    let mut on_replica = raw_connection(replica.url()).await;
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut on_replica)
+            .await
+            .expect("INFO replication on the replica");
+        let following =
+            info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0");
         let _: () = conn.set("replica-sync-probe", 1).await.expect("SET");
         let acked: i64 = redis::cmd("WAIT")
             .arg(1)
@@ -47,7 +62,7 @@ pub async fn start_replica(primary: &crate::RedisServer) -> crate::RedisServer {
             .query_async(&mut conn)
             .await
             .expect("WAIT");
-        if acked == 1 {
+        if following && acked == 1 {
             let _: () = conn.del("replica-sync-probe").await.expect("DEL");
             return replica;
         }
