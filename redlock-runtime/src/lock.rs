@@ -56,10 +56,6 @@ impl Loss {
     }
 }
 
-/// Marks a lock lost for its guess when dropped: a [`HeldLock::lose`]
-/// whose read of why is cancelled (its caller's future dropped) still
-/// ends with the lock known lost, and `lost()` completes. After the read,
-/// the reason it found is already known and this changes nothing.
 /// A lock's [`Loss`], and the wake-up of the [`Lost`] futures waiting for
 /// it to change. (A `watch` channel would do the same, but costs an
 /// allocation and nine locks per lock taken even when nobody asks.)
@@ -94,6 +90,10 @@ impl LossCell {
     }
 }
 
+/// Marks a lock lost for its guess when dropped: a [`HeldLock::lose`]
+/// whose read of why is cancelled (its caller's future dropped) still
+/// ends with the lock known lost, and `lost()` completes. After the read,
+/// the reason it found is already known and this changes nothing.
 struct GuessOnDrop<'a> {
     held: &'a HeldLock,
     guess: LostReason,
