@@ -216,10 +216,10 @@ fn plain_locks_use_the_conditional_commands_on_every_topology(#[case] backend: B
         let scripts = scripts_on(&urls).await - scripts;
         let deletes = stat_on(&urls, "delifeq", "calls").await - deletes;
         // Redlock issues a fencing token with every acquire (its release
-        // raises every node's counter to the largest), and so does the
-        // acquire script that `WAIT` follows with replicas: there, both the
-        // acquire and the release are scripts, whatever the server.
-        let scripted = matches!(b.backend(), Backend::Redlock | Backend::Replicas);
+        // raises every node's counter to the largest): there, both the
+        // acquire and the release are scripts, whatever the server. With
+        // replicas, `WAIT` follows the same commands as on one server.
+        let scripted = b.backend() == Backend::Redlock;
         let (want_deletes, want_scripts) = match (conditional, scripted) {
             (_, true) => (0, 2 * 20 * per_call),
             (true, false) => (20, 0),
@@ -423,7 +423,8 @@ fn a_refused_conditional_delete_falls_back_to_the_script(#[case] backend: Backen
 }
 
 /// A user whose ACL forbids scripts (`-@scripting`) on a server with the
-/// conditional commands (one server, and every master of a Cluster): plain
+/// conditional commands (one server, every master of a Cluster, a primary
+/// whose writes a replica acknowledges): plain
 /// locks are taken (`SET NX`), renewed by the
 /// watchdog and extended (`SET .. IFEQ`) and released (`DELIFEQ`); what
 /// needs a script fails at once with [`LockError::NotPermitted`], which
@@ -431,6 +432,7 @@ fn a_refused_conditional_delete_falls_back_to_the_script(#[case] backend: Backen
 #[rstest]
 #[case::valkey(Backend::Valkey)]
 #[case::valkey_cluster(Backend::ValkeyCluster)]
+#[case::valkey_replicas(Backend::ValkeyReplicas)]
 fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once(#[case] backend: Backend) {
     backend.run_threaded(|b| async move { without_scripting(&b).await });
 }
@@ -462,6 +464,9 @@ async fn without_scripting(b: &Started) {
     let builder = || match b.backend() {
         Backend::Redis => LockClient::builder().url(&as_user[0]),
         Backend::Cluster => LockClient::builder().cluster(as_user.clone()),
+        Backend::Replicas => LockClient::builder()
+            .url(&as_user[0])
+            .replicas(1, redlock_tests::REPLICA_TIMEOUT),
         other => unreachable!("no case runs on {other:?}"),
     };
     let client = builder().build().await.expect("connect as noscripts");
@@ -599,6 +604,67 @@ async fn without_scripting(b: &Started) {
         "each refused at once: {:?}",
         started.elapsed()
     );
+}
+
+/// Redlock issues a fencing token with every acquire, by a script on
+/// each node: a `-@scripting` user's plain lock fails at once with
+/// [`LockError::NotPermitted`] (not retried for its wait), naming the
+/// command and the permission, and nothing is left held on any node.
+#[test]
+fn without_scripting_a_redlock_lock_fails_at_once() {
+    Backend::ValkeyRedlock.run_threaded(|b| async move {
+        let urls = counted(&b);
+        let mut as_user = Vec::new();
+        for (url, server) in urls.iter().zip(b.servers()) {
+            let _: () = redis::cmd("ACL")
+                .arg(&[
+                    "SETUSER",
+                    "noscripts",
+                    "on",
+                    "nopass",
+                    "~*",
+                    "&*",
+                    "+@all",
+                    "-@scripting",
+                ])
+                .query_async(&mut raw_connection(url.as_str()).await)
+                .await
+                .expect("ACL SETUSER");
+            as_user.push(format!("redis://noscripts:any@127.0.0.1:{}", server.port()));
+        }
+        let client = LockClient::builder()
+            .redlock(as_user)
+            .build()
+            .await
+            .expect("connect as noscripts");
+        let started = Instant::now();
+        let refused = client
+            .lock("plain")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "refused at once, not retried for the wait: {:?}",
+            started.elapsed()
+        );
+        let err = refused.expect_err("Redlock's acquire is a script");
+        assert!(
+            matches!(&err, LockError::NotPermitted { command, .. } if command == "evalsha"),
+            "a typed error naming the refused command: {err:?}"
+        );
+        assert!(!err.is_transient(), "no retry gets a permission");
+        let text = err.to_string();
+        assert!(
+            text.contains("+@scripting") && text.contains("Redlock") && !text.contains("any"),
+            "the message says what to grant and why, and shows no password: {text}"
+        );
+        assert_eq!(
+            longest_pttl(&urls, "lock:{plain}").await,
+            -2,
+            "nothing held on any node"
+        );
+    });
 }
 
 /// A server at `maxmemory` refuses the conditional `SET` (`OOM`), not the

@@ -337,9 +337,10 @@ async fn too_few_acknowledgements_give_the_lock_back() {
     replica.resume();
 }
 
-/// With replicas, the script and its `WAIT` go in one pipeline: after the
-/// script cache is flushed, the pipeline's `NOSCRIPT` loads the script and
-/// sends both again; and a busy answer is not failed by the `WAIT`.
+/// With replicas, a script and its `WAIT` go in one pipeline (a fenced
+/// acquire's): after the script cache is flushed, the pipeline's
+/// `NOSCRIPT` loads the script and sends both again; and a busy answer is
+/// not failed by the `WAIT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_and_wait_pipeline_survives_a_script_flush() {
     let (primary, _replica) = replicated().await;
@@ -359,6 +360,7 @@ async fn the_write_and_wait_pipeline_survives_a_script_flush() {
         .expect("SCRIPT FLUSH");
     let guard = locks
         .lock("flushed")
+        .fenced()
         .acquire()
         .await
         .expect("acquire after a flush");
@@ -374,6 +376,7 @@ async fn the_write_and_wait_pipeline_survives_a_script_flush() {
     assert!(
         locks
             .lock("flushed")
+            .fenced()
             .try_acquire()
             .await
             .expect("a busy answer, not an error")

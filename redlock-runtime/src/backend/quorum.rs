@@ -1,13 +1,15 @@
 //! Redlock's lock verbs over the quorum's fan-out (see
 //! [`store::quorum`](crate::store::quorum) for how a majority is reached).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, LockKeys, OpError, Renewal};
 use crate::error::ConnectFailure;
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
+use crate::store::refused_command;
 
 mod force;
 mod inspect;
@@ -19,6 +21,41 @@ fn local_ms() -> u64 {
     u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The refusals (an ACL's `NOPERM`) the nodes answered one acquire with.
+/// No retry gets a permission: when more nodes refused than a majority
+/// can spare, the acquire fails at once with the first of them, which
+/// names the refused command.
+#[derive(Default)]
+struct Refusals {
+    count: AtomicUsize,
+    first: Mutex<Option<OpError>>,
+}
+
+impl Refusals {
+    /// Counts `e` when it is a refusal; its text either way, for the
+    /// node's answer.
+    fn note(&self, e: OpError) -> String {
+        let text = e.to_string();
+        if matches!(&e, OpError::Redis(source) if refused_command(source).is_some()) {
+            self.count.fetch_add(1, Ordering::Relaxed);
+            let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+            first.get_or_insert(e);
+        }
+        text
+    }
+
+    /// The first refusal, when more than `spare` nodes refused.
+    fn beyond(&self, spare: usize) -> Option<OpError> {
+        if self.count.load(Ordering::Relaxed) <= spare {
+            return None;
+        }
+        self.first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
 /// One node's acquire: granted (with its fencing counter), refused, or
 /// failed (including a node still in its restart delay).
 async fn acquire_on(
@@ -27,6 +64,7 @@ async fn acquire_on(
     token: &str,
     ttl: Duration,
     per_node: Duration,
+    refusals: &Refusals,
 ) -> Answer<u64> {
     let request = Acquire {
         keys,
@@ -41,7 +79,7 @@ async fn acquire_on(
     match node.backend.acquire(&request, per_node).await {
         Ok(AcquireReply::Acquired { fence, .. }) => Answer::Yes(fence),
         Ok(AcquireReply::Busy { pttl }) => Answer::No(pttl),
-        Err(e) => Answer::Failed(e.to_string()),
+        Err(e) => Answer::Failed(refusals.note(e)),
     }
 }
 
@@ -73,15 +111,17 @@ impl QuorumBackend {
         let quorum = self.quorum;
         let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
         let tracker = self.track(&token_owned, n);
+        let refusals = Arc::new(Refusals::default());
         let answers = self
             .fan_out_detached(
                 |node| {
                     let (keys, token) = (Arc::clone(&keys_owned), Arc::clone(&token_owned));
+                    let refusals = Arc::clone(&refusals);
                     // Dropped with the task, even one that never ran.
                     let landed = Landed(tracker.clone());
                     async move {
                         let _landed = landed;
-                        acquire_on(&node, &keys, &token, ttl, per_node).await
+                        acquire_on(&node, &keys, &token, ttl, per_node, &refusals).await
                     }
                 },
                 |answers| Tally::of(answers).settled(n, quorum),
@@ -132,6 +172,11 @@ impl QuorumBackend {
                 })
                 .min();
             return Ok(AcquireReply::Busy { pttl });
+        }
+        // A user whose ACL refuses the acquire (a script, without
+        // `+@scripting`) on more nodes than a majority can spare.
+        if let Some(refusal) = refusals.beyond(n - quorum) {
+            return Err(refusal);
         }
         // Nodes that failed for good (a wrong password, a TLS failure: no
         // connection since): when more than a majority can spare, no retry

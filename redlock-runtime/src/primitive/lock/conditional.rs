@@ -51,6 +51,7 @@ use crate::store::OpError;
 use crate::store::server::coalesce::Coalescer;
 use crate::store::server::commands;
 use crate::store::server::conn::Link;
+use crate::store::server::pipeline::{answers, answers_as, pipeline};
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
@@ -71,33 +72,53 @@ pub(crate) fn renew_conditionally(pipe: &mut redis::Pipeline, lock: &str, r: &Re
 /// script's margin, `shared/waiting.lua`).
 const SIGNAL_MARGIN_MS: u64 = 2_000;
 
-/// A pipeline whose answers [`answers`] reads.
-fn pipeline() -> redis::Pipeline {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    pipe
+/// Adds an acquire attempt without a script to `pipe`: the three
+/// commands of [`RedisBackend::acquire_conditional`], whose answers
+/// [`read_attempt`] reads.
+pub(super) fn add_attempt(pipe: &mut redis::Pipeline, keys: &LockKeys, token: &str, ttl_ms: u64) {
+    pipe.cmd("SET")
+        .arg(&keys.waited)
+        .arg("1")
+        .arg("PX")
+        .arg(ttl_ms.saturating_add(SIGNAL_MARGIN_MS))
+        .cmd("SET")
+        .arg(&keys.lock)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .arg("GET")
+        .cmd("PTTL")
+        .arg(&keys.lock);
 }
 
-/// The answers of `pipe` (made by [`pipeline`]), one per command; the
-/// first command's error as the error of the whole call. Without
-/// `ignore_errors`, redis-rs folds a pipeline's errors into one error of a
-/// kind of its own ("Pipeline failures"), where a Cluster's `ASK`, `MOVED`
-/// or `TRYAGAIN`, or a refused command, must keep its kind for the layers
-/// that follow it (`store/cluster/`) or fall back ([`commands::refused`]).
-async fn answers(
-    pipe: &redis::Pipeline,
-    conn: &mut crate::store::server::conn::Conn,
-) -> redis::RedisResult<Vec<Value>> {
-    // Read as they came (an error is a `Value::ServerError` among them):
-    // no second vector of results to build on every release.
-    let answers: Vec<Value> = pipe.query_async(conn).await?;
-    let first_error = answers.iter().find_map(|answer| match answer {
-        Value::ServerError(e) => Some(e),
-        _ => None,
-    });
-    match first_error {
-        Some(e) => Err(e.clone().into()),
-        None => Ok(answers),
+/// The lock's value before an attempt [`add_attempt`] sent (none: taken
+/// now) and its `PTTL` after, from the attempt's three answers.
+pub(super) fn read_attempt(answers: Vec<Value>) -> redis::RedisResult<(Option<Vec<u8>>, i64)> {
+    // A parse error would quote the lock's value (another owner's token):
+    // say only what was expected.
+    let (_signal, held, pttl): (Value, Option<Vec<u8>>, i64) =
+        redis::from_redis_value(Value::Array(answers)).map_err(|_| {
+            redis::RedisError::from((
+                redis::ErrorKind::Parse,
+                "a conditional acquire's answers are not OK, a value or nil, and a number",
+            ))
+        })?;
+    Ok((held, pttl))
+}
+
+/// What an attempt [`read_attempt`] read means for `token`: the lock is
+/// its own when it was free, or already held this token (an earlier send
+/// of the attempt took it); else busy, with the lease left.
+pub(super) fn attempt_reply(held: Option<Vec<u8>>, pttl: i64, token: &str) -> AcquireReply {
+    match held {
+        Some(value) if value != token.as_bytes() => AcquireReply::Busy {
+            pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        },
+        _ => AcquireReply::Acquired {
+            fence: 0,
+            at_ms: None,
+        },
     }
 }
 
@@ -171,32 +192,8 @@ impl RedisBackend {
                     return script(link).await;
                 }
                 let mut pipe = pipeline();
-                pipe.cmd("SET")
-                    .arg(&keys.waited)
-                    .arg("1")
-                    .arg("PX")
-                    .arg(ttl_ms.saturating_add(SIGNAL_MARGIN_MS))
-                    .cmd("SET")
-                    .arg(&keys.lock)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .arg("GET")
-                    .cmd("PTTL")
-                    .arg(&keys.lock);
-                let answer = answers(&pipe, &mut link.conn).await.and_then(|answers| {
-                    // A parse error would quote the lock's value (another
-                    // owner's token): say only what was expected.
-                    let (_signal, held, pttl): (Value, Option<Vec<u8>>, i64) =
-                        redis::from_redis_value(Value::Array(answers)).map_err(|_| {
-                            redis::RedisError::from((
-                                redis::ErrorKind::Parse,
-                                "a conditional acquire's answers are not OK, a value or nil, and a number",
-                            ))
-                        })?;
-                    Ok((held, pttl))
-                });
+                add_attempt(&mut pipe, keys, token, ttl_ms);
+                let answer = answers(&pipe, &mut link.conn).await.and_then(read_attempt);
                 match answer {
                     Ok((held, pttl)) => Ok(Attempt::Sent { held, pttl }),
                     Err(e) if commands::refused(&e) => {
@@ -209,19 +206,7 @@ impl RedisBackend {
             .await?;
         match answer {
             Attempt::Script(answer) => read_acquire(answer),
-            Attempt::Sent { held: None, .. } => Ok(AcquireReply::Acquired {
-                fence: 0,
-                at_ms: None,
-            }),
-            Attempt::Sent {
-                held: Some(value), ..
-            } if value == token.as_bytes() => Ok(AcquireReply::Acquired {
-                fence: 0,
-                at_ms: None,
-            }),
-            Attempt::Sent { pttl, .. } => Ok(AcquireReply::Busy {
-                pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-            }),
+            Attempt::Sent { held, pttl } => Ok(attempt_reply(held, pttl, token)),
         }
     }
 
@@ -258,11 +243,7 @@ impl RedisBackend {
                 let mut pipe = pipeline();
                 delete.add(&mut pipe, &keys.lock, token);
                 pipe.cmd("EXISTS").arg(&keys.waited);
-                let answer = answers(&pipe, &mut link.conn).await.and_then(|answers| {
-                    Ok(redis::from_redis_value::<(i64, i64)>(Value::Array(
-                        answers,
-                    ))?)
-                });
+                let answer = answers_as::<(i64, i64)>(&pipe, &mut link.conn).await;
                 match answer {
                     Ok((deleted, waited)) => Ok(Released::Deleted {
                         deleted: deleted == 1,

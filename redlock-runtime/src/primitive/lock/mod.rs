@@ -3,11 +3,12 @@
 //! beside it), its verbs on one Redis (`redis.rs`; the one-step calls
 //! that concurrent callers share, `plain.rs`, which are [`Call`]s the
 //! coalescer of `store/server/` may batch; without scripts where the
-//! server has conditional commands, `conditional.rs`) and its twin in
-//! process memory (`memory.rs`).
+//! server has conditional commands, `conditional.rs`; with replicas,
+//! `acknowledged.rs`) and its twin in process memory (`memory.rs`).
 
 use super::keys::{suffixed, tagged};
 
+mod acknowledged;
 mod call;
 pub(crate) mod conditional;
 pub(crate) mod memory;

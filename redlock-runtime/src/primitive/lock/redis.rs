@@ -1,6 +1,7 @@
 //! A lock's verbs on one Redis server: its acquire by script (with its
-//! fencing token, a minimum hold's clock, fair mode, replicas or a restart
-//! delay; the one-step calls are `plain.rs`'s), its give-back and its end.
+//! fencing token, a minimum hold's clock, fair mode or a restart delay;
+//! the one-step calls are `plain.rs`'s, and with replicas a lock that
+//! needs no token now is `acknowledged.rs`'s), its give-back and its end.
 
 use std::time::Duration;
 
@@ -40,6 +41,16 @@ impl RedisBackend {
             return self
                 .acquire_simple(keys, token, ttl, fenced, fresh, limit)
                 .await;
+        }
+        // With replicas, a lock that needs no token now: no script where
+        // the server allows (`acknowledged.rs`).
+        let scriptless = line.is_none() && !want_time && !fenced && self.restart_delay.is_none();
+        if scriptless
+            && let Some(reply) = self
+                .acquire_acknowledged(keys, token, ttl, fresh, limit)
+                .await?
+        {
+            return Ok(reply);
         }
         if let Some(presence) = line {
             return self

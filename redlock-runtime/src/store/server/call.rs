@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::{Cmd, Script, ScriptInvocation, ToRedisArgs};
 
 use super::conn::Link;
+use super::pipeline::{answers_as, pipeline};
 use super::{On, OpError, RedisBackend, Replicas};
 use crate::util::millis_ceil;
 
@@ -113,12 +114,12 @@ impl RedisBackend {
                             let reply = call.invocation().invoke_async(&mut link.conn).await?;
                             return Ok((reply, None));
                         };
-                        let mut pipe = redis::pipe();
+                        let mut pipe = pipeline();
                         pipe.add_command(call.evalsha())
                             .cmd("WAIT")
                             .arg(r.count)
                             .arg(millis_ceil(r.timeout));
-                        let (reply, acked): (T, i64) = match pipe.query_async(&mut link.conn).await
+                        let (reply, acked): (T, i64) = match answers_as(&pipe, &mut link.conn).await
                         {
                             // The script cache was flushed (or Redis restarted):
                             // load the script, send both again.
@@ -132,7 +133,7 @@ impl RedisBackend {
                                     .prepare_invoke()
                                     .load_async(&mut link.conn)
                                     .await?;
-                                pipe.query_async(&mut link.conn).await?
+                                answers_as(&pipe, &mut link.conn).await?
                             }
                             answer => answer?,
                         };
@@ -148,7 +149,7 @@ impl RedisBackend {
 }
 
 /// An error when fewer replicas than required acknowledged a write.
-fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
+pub(crate) fn acknowledged(replicas: Option<Replicas>, acked: Option<i64>) -> Result<(), OpError> {
     match (replicas, acked) {
         (Some(r), Some(acked)) if acked < i64::from(r.count) => Err(OpError::Replicas {
             wanted: r.count,

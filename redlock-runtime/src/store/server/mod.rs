@@ -21,6 +21,7 @@ pub(crate) mod coalesce;
 pub(crate) mod commands;
 pub(crate) mod conn;
 mod ping;
+pub(crate) mod pipeline;
 pub(crate) use ping::NodePing;
 pub use ping::NodeRole;
 pub(crate) mod resend;
