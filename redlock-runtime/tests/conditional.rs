@@ -437,10 +437,10 @@ fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once(#[case] b
     backend.run_threaded(|b| async move { without_scripting(&b).await });
 }
 
-/// A `-@scripting` user on `b`'s servers (see the test above).
-async fn without_scripting(b: &Started) {
-    let urls = counted(b);
-    for url in &urls {
+/// Adds the user `noscripts` (every command but the scripts', any
+/// password) on `urls`; the URLs of `b`'s servers as that user.
+async fn noscripts_user(b: &Started, urls: &[String]) -> Vec<String> {
+    for url in urls {
         let _: () = redis::cmd("ACL")
             .arg(&[
                 "SETUSER",
@@ -456,11 +456,16 @@ async fn without_scripting(b: &Started) {
             .await
             .expect("ACL SETUSER");
     }
-    let as_user: Vec<String> = b
-        .servers()
+    b.servers()
         .iter()
         .map(|s| format!("redis://noscripts:any@127.0.0.1:{}", s.port()))
-        .collect();
+        .collect()
+}
+
+/// A `-@scripting` user on `b`'s servers (see the test above).
+async fn without_scripting(b: &Started) {
+    let urls = counted(b);
+    let as_user = noscripts_user(b, &urls).await;
     let builder = || match b.backend() {
         Backend::Redis => LockClient::builder().url(&as_user[0]),
         Backend::Cluster => LockClient::builder().cluster(as_user.clone()),
@@ -614,24 +619,7 @@ async fn without_scripting(b: &Started) {
 fn without_scripting_a_redlock_lock_fails_at_once() {
     Backend::ValkeyRedlock.run_threaded(|b| async move {
         let urls = counted(&b);
-        let mut as_user = Vec::new();
-        for (url, server) in urls.iter().zip(b.servers()) {
-            let _: () = redis::cmd("ACL")
-                .arg(&[
-                    "SETUSER",
-                    "noscripts",
-                    "on",
-                    "nopass",
-                    "~*",
-                    "&*",
-                    "+@all",
-                    "-@scripting",
-                ])
-                .query_async(&mut raw_connection(url.as_str()).await)
-                .await
-                .expect("ACL SETUSER");
-            as_user.push(format!("redis://noscripts:any@127.0.0.1:{}", server.port()));
-        }
+        let as_user = noscripts_user(&b, &urls).await;
         let client = LockClient::builder()
             .redlock(as_user)
             .build()
