@@ -382,6 +382,8 @@ async fn attempts(
         sent: got.sent,
         renew: p.renew,
         fair: p.fair,
+        // A busy answer came first: others likely wait as well.
+        contended: asked.is_some(),
         labels,
         hold: p
             .hold_at_least

@@ -118,6 +118,9 @@ pub(crate) struct Taken {
     pub(crate) sent: Instant,
     pub(crate) renew: bool,
     pub(crate) fair: bool,
+    /// Its acquire found it held by another owner first (see
+    /// [`End::contended`]).
+    pub(crate) contended: bool,
     pub(crate) hold: Option<Hold>,
     pub(crate) labels: Labels,
     /// The span the lock's `redlock.hold` span goes under: the caller's,
@@ -206,6 +209,9 @@ pub(crate) struct HeldLock {
     renew: bool,
     /// Taken in fair mode: the release wakes the first waiter in line.
     fair: bool,
+    /// Its acquire found it held by another owner first (see
+    /// [`End::contended`]).
+    contended: bool,
     /// The minimum hold, and the acquire time on the store's clock.
     hold: Option<Hold>,
     /// Held by the watchdog while a renewal of this lock is in flight, and
@@ -248,6 +254,7 @@ impl HeldLock {
             sent,
             renew,
             fair,
+            contended,
             hold,
             labels,
             parent,
@@ -261,6 +268,7 @@ impl HeldLock {
             issuing: tokio::sync::Mutex::new(()),
             renew,
             fair,
+            contended,
             hold,
             gate: tokio::sync::Mutex::new(()),
             lease: Mutex::new(Lease {
@@ -293,6 +301,7 @@ impl HeldLock {
             sent,
             renew: self.renew,
             fair: false,
+            contended: false,
             hold: None,
             labels: self.labels.clone(),
             parent: Span::current(),
@@ -725,6 +734,7 @@ impl HeldLock {
             fence: self.fence(),
             fair: self.fair,
             hold: self.hold.map(|h| (h.at_ms, h.min)),
+            contended: self.contended,
         };
         let (ended, resent) = resend::track(backend.end(&end, limit)).await;
         let ended = ended?;

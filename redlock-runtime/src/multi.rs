@@ -340,6 +340,7 @@ impl MultiLock {
                             sent,
                             renew: self.renew,
                             fair: false,
+                            contended: false,
                             hold: None,
                             labels,
                             parent: tracing::Span::current(),

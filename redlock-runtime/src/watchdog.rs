@@ -343,6 +343,7 @@ mod tests {
             sent,
             renew,
             fair: false,
+            contended: false,
             hold: None,
             labels: Labels::for_tests(),
             parent: tracing::Span::current(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redlock_runtime::records::{RecordKeys, Records};
-use redlock_runtime::{LockClient, LockClientBuilder, LockError, RetryPolicy};
+use redlock_runtime::{LockClient, LockClientBuilder, LockError, LockGuard, RetryPolicy};
 use redlock_tests::{Backend, FaultProxy, RedisServer, Server, Started, raw_connection};
 use rstest::rstest;
 
@@ -763,6 +763,110 @@ async fn slow_poller(builder: LockClientBuilder) -> LockClient {
         .expect("connect")
 }
 
+/// Completes once a waiter of `key` has signalled (its busy attempt set
+/// the waiters' signal), so it has subscribed: a waiter of
+/// [`slow_poller`] then sleeps 2 s unless a release wakes it.
+async fn signalled(admin: &mut MultiplexedConnection, key: &str) {
+    let signal = format!("lock:{{{key}}}:waited");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&signal)
+            .query_async(admin)
+            .await
+            .expect("EXISTS");
+        if exists {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the waiter never signalled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `key`'s lock taken by `client` after a wait of up to 10 s, and when.
+fn waiting(
+    client: &LockClient,
+    key: &'static str,
+) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let guard = client
+            .lock(key)
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await
+            .expect("acquire");
+        (Instant::now(), guard)
+    })
+}
+
+/// A holder whose acquire found the lock held first (others likely wait)
+/// releases in one step: the conditional delete, the signal's `DEL` and
+/// the publish in one pipeline, no `EXISTS` and no second round trip; the
+/// next waiter is woken as promptly. A lock taken without a wait and
+/// released with no one waiting still publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contended_release_deletes_and_wakes_in_one_step() {
+    let valkey = RedisServer::start_on(Server::Valkey, &[]).await;
+    let mut admin = raw_connection(valkey.url()).await;
+    let first = LockClient::connect(valkey.url()).await.expect("connect");
+    let second = slow_poller(LockClient::builder().url(valkey.url())).await;
+    let third = slow_poller(LockClient::builder().url(valkey.url())).await;
+    let key = "contended";
+
+    let holder = first.lock(key).acquire().await.expect("free");
+    let second_waits = waiting(&second, key);
+    signalled(&mut admin, key).await;
+    holder.release().await.expect("release");
+    let (_, contended) = second_waits.await.expect("the second waiter");
+    // Its winning attempt set the signal too: gone, so that the third
+    // waiter's busy attempt is seen setting it.
+    let _: () = redis::cmd("DEL")
+        .arg("lock:{contended}:waited")
+        .query_async(&mut admin)
+        .await
+        .expect("DEL");
+    let third_waits = waiting(&third, key);
+    signalled(&mut admin, key).await;
+
+    let calls = |admin: &mut MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move {
+            let mut counts = Vec::new();
+            for command in ["delifeq", "exists", "del", "publish"] {
+                counts.push(stat(&mut admin, command, "calls").await);
+            }
+            counts
+        }
+    };
+    let before = calls(&mut admin).await;
+    contended.release().await.expect("release");
+    let released = Instant::now();
+    let after = calls(&mut admin).await;
+    let (acquired, guard) = third_waits.await.expect("the third waiter");
+    let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        sent,
+        [1, 0, 1, 1],
+        "DELIFEQ, EXISTS, DEL, PUBLISH sent by the contended release"
+    );
+    let delay = acquired.saturating_duration_since(released);
+    assert!(
+        delay <= Duration::from_millis(50),
+        "woken {delay:?} after the release; the backoff alone sleeps 2 s"
+    );
+    guard.release().await.expect("release");
+
+    let published = stat(&mut admin, "publish", "calls").await;
+    let alone = first.lock("alone").acquire().await.expect("free");
+    alone.release().await.expect("release");
+    assert_eq!(
+        stat(&mut admin, "publish", "calls").await,
+        published,
+        "a release no one waited for published"
+    );
+}
+
 /// A release without a script still wakes a waiter at once (its backoff
 /// alone would sleep 2 s): the bound is the one `redis_wakeups.rs` holds
 /// the script's release to.
@@ -789,20 +893,7 @@ async fn a_conditional_release_wakes_the_waiter_within_50ms() {
         };
         // The waiter has signalled (its busy attempt set the key), so it
         // has subscribed: polling alone would now sleep 2 s.
-        let signal = format!("lock:{{{key}}}:waited");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(&signal)
-                .query_async(&mut admin)
-                .await
-                .expect("EXISTS");
-            if exists {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the waiter never signalled");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        signalled(&mut admin, &key).await;
         let (deletes, scripts) = (
             stat(&mut admin, "delifeq", "calls").await,
             scripts_run(&mut admin).await,

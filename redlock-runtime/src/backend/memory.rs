@@ -375,6 +375,7 @@ mod tests {
             fence: 0,
             fair: false,
             hold: None,
+            contended: false,
         };
         memory.end(&end) == super::Ended::Deleted
     }

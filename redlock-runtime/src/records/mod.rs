@@ -186,6 +186,7 @@ impl Records {
                 sent,
                 renew: true,
                 fair: false,
+                contended: false,
                 hold: None,
                 labels: Labels::uncounted(core.backend().mode()),
                 parent: tracing::Span::current(),

@@ -161,6 +161,10 @@ pub(crate) struct End<'a> {
     /// A minimum hold: the acquire time on the store's clock (ms), and the
     /// minimum. The lock is kept until it ends.
     pub(crate) hold: Option<(u64, Duration)>,
+    /// Its acquire found it held by another owner first: others likely
+    /// wait, and a release without a script publishes with its delete
+    /// (see `lock/conditional.rs`).
+    pub(crate) contended: bool,
 }
 
 /// What ending a lock did.

@@ -90,15 +90,9 @@ impl RedisBackend {
     /// the lease to what is left of it. A single Redis issued the fencing
     /// token from this very counter: nothing to raise.
     pub(crate) async fn end(&self, end: &End<'_>, limit: Duration) -> Result<Ended, OpError> {
-        let End {
-            keys,
-            token,
-            fair,
-            hold,
-            fence,
-        } = *end;
+        let End { keys, token, .. } = *end;
         let released = match keys {
-            Keys::Lock(keys) => return self.end_lock(keys, token, fair, hold, fence, limit).await,
+            Keys::Lock(keys) => return self.end_lock(keys, end, limit).await,
             Keys::Record(record) => self.release_record(On::Plain, record, token, limit).await?,
             Keys::Read(rw) => {
                 self.release_shared(On::Plain, Shared::Read(rw), token, limit)

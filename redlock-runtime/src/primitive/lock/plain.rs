@@ -118,7 +118,7 @@ impl RedisBackend {
     ) -> Result<bool, OpError> {
         if !coalesce {
             // Alone: the server's conditional delete where it has one.
-            return self.release_plain(on, keys, token, limit).await;
+            return self.release_plain(on, keys, token, false, limit).await;
         }
         let answer = self
             .one_step(on, token, limit, coalesce, || Call::Release {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::LockKeys;
 use super::{ACQUIRE, RELEASE, RELEASE_AFTER_HOLD};
-use crate::primitive::lease::{Acquire, AcquireReply, Ended, acquire_reply, took};
+use crate::primitive::lease::{Acquire, AcquireReply, End, Ended, acquire_reply, took};
 use crate::store::OpError;
 use crate::store::server::call::ScriptCall;
 use crate::store::server::{On, RedisBackend};
@@ -113,16 +113,21 @@ impl RedisBackend {
         }
     }
 
-    /// [`end`](Self::end) of a lock.
+    /// [`end`](Self::end) of a lock (`keys`: `end`'s).
     pub(crate) async fn end_lock(
         &self,
         keys: &LockKeys,
-        token: &str,
-        fair: bool,
-        hold: Option<(u64, Duration)>,
-        fence: u64,
+        end: &End<'_>,
         limit: Duration,
     ) -> Result<Ended, OpError> {
+        let End {
+            token,
+            fair,
+            hold,
+            fence,
+            contended,
+            ..
+        } = *end;
         let released = match hold {
             Some((at_ms, min)) => {
                 return self
@@ -132,8 +137,14 @@ impl RedisBackend {
             None if fair => self.release_fair_on(On::Plain, keys, token, limit).await?,
             // A lock with a fencing token: its release is coalesced as its
             // acquire was (see `coalesce`).
+            None if fence > 0 => {
+                self.release_simple(On::Plain, keys, token, true, limit)
+                    .await?
+            }
+            // Without a token: alone, without a script where the server
+            // allows.
             None => {
-                self.release_simple(On::Plain, keys, token, fence > 0, limit)
+                self.release_plain(On::Plain, keys, token, contended, limit)
                     .await?
             }
         };
