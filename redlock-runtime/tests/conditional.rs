@@ -462,6 +462,17 @@ async fn noscripts_user(b: &Started, urls: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// `err`'s text, once it is seen to be the typed refusal of a script
+/// (`evalsha`), which no retry fixes.
+fn refused_script(err: &LockError) -> String {
+    assert!(
+        matches!(err, LockError::NotPermitted { command, .. } if command == "evalsha"),
+        "a typed error naming the refused command: {err:?}"
+    );
+    assert!(!err.is_transient(), "no retry gets a permission");
+    err.to_string()
+}
+
 /// A `-@scripting` user on `b`'s servers (see the test above).
 async fn without_scripting(b: &Started) {
     let urls = counted(b);
@@ -547,12 +558,7 @@ async fn without_scripting(b: &Started) {
         "refused at once, not retried for the wait: {:?}",
         started.elapsed()
     );
-    assert!(
-        matches!(&err, LockError::NotPermitted { command, .. } if command == "evalsha"),
-        "a typed error naming the refused command: {err:?}"
-    );
-    assert!(!err.is_transient(), "no retry gets a permission");
-    let text = err.to_string();
+    let text = refused_script(&err);
     assert!(
         text.contains("+@scripting") && !text.contains("any"),
         "the message says what to grant, and shows no password: {text}"
@@ -637,12 +643,7 @@ fn without_scripting_a_redlock_lock_fails_at_once() {
             started.elapsed()
         );
         let err = refused.expect_err("Redlock's acquire is a script");
-        assert!(
-            matches!(&err, LockError::NotPermitted { command, .. } if command == "evalsha"),
-            "a typed error naming the refused command: {err:?}"
-        );
-        assert!(!err.is_transient(), "no retry gets a permission");
-        let text = err.to_string();
+        let text = refused_script(&err);
         assert!(
             text.contains("+@scripting") && text.contains("Redlock") && !text.contains("any"),
             "the message says what to grant and why, and shows no password: {text}"
@@ -783,12 +784,22 @@ async fn signalled(admin: &mut MultiplexedConnection, key: &str) {
     }
 }
 
+/// Asserts that a waiter of [`slow_poller`] took the lock within 50 ms of
+/// its release: a push woke it (its backoff alone sleeps 2 s).
+fn woken_promptly(released: Instant, acquired: Instant, what: &str) {
+    let delay = acquired.saturating_duration_since(released);
+    assert!(
+        delay <= Duration::from_millis(50),
+        "{what}: woken {delay:?} after the release; the backoff alone sleeps 2 s"
+    );
+}
+
 /// `key`'s lock taken by `client` after a wait of up to 10 s, and when.
 fn waiting(
     client: &LockClient,
-    key: &'static str,
+    key: impl Into<String>,
 ) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
-    let client = client.clone();
+    let (client, key) = (client.clone(), key.into());
     tokio::spawn(async move {
         let guard = client
             .lock(key)
@@ -850,11 +861,7 @@ async fn a_contended_release_deletes_and_wakes_in_one_step() {
         [1, 0, 1, 1],
         "DELIFEQ, EXISTS, DEL, PUBLISH sent by the contended release"
     );
-    let delay = acquired.saturating_duration_since(released);
-    assert!(
-        delay <= Duration::from_millis(50),
-        "woken {delay:?} after the release; the backoff alone sleeps 2 s"
-    );
+    woken_promptly(released, acquired, "the third waiter");
     guard.release().await.expect("release");
 
     let published = stat(&mut admin, "publish", "calls").await;
@@ -879,18 +886,7 @@ async fn a_conditional_release_wakes_the_waiter_within_50ms() {
     for round in 0..3 {
         let key = format!("push:{round}");
         let holder = holders.lock(&key).acquire().await.expect("holder");
-        let waiter = {
-            let (waiters, key) = (waiters.clone(), key.clone());
-            tokio::spawn(async move {
-                let guard = waiters
-                    .lock(key)
-                    .wait(Duration::from_secs(10))
-                    .acquire()
-                    .await
-                    .expect("acquire");
-                (Instant::now(), guard)
-            })
-        };
+        let waiter = waiting(&waiters, key.clone());
         // The waiter has signalled (its busy attempt set the key), so it
         // has subscribed: polling alone would now sleep 2 s.
         signalled(&mut admin, &key).await;
@@ -911,11 +907,7 @@ async fn a_conditional_release_wakes_the_waiter_within_50ms() {
             scripts,
             "the waiter's attempts ran no script"
         );
-        let delay = acquired.saturating_duration_since(released);
-        assert!(
-            delay <= Duration::from_millis(50),
-            "round {round}: woken {delay:?} after the release; the backoff alone sleeps 2 s"
-        );
+        woken_promptly(released, acquired, &format!("round {round}"));
         guard.release().await.expect("release");
     }
 }
