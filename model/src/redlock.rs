@@ -39,6 +39,11 @@
 //! - **Nodes** restart empty (no persistence), at once or after the
 //!   restart delay (granting nothing for one ttl, what
 //!   `LockClientBuilder::restart_delay` does), at most once in all.
+//! - **A node without scripts** ([`Config::scriptless`]): one whose ACL
+//!   refuses the acquire script grants a plain `SET NX` and issues no
+//!   token ([`LockNode::acquire_plain`]); a hold with such a grant in its
+//!   majority has no token, and its release raises nothing (see
+//!   `backend/quorum.rs`, "Without scripts").
 //!
 //! # Properties
 //! - [`MUTUAL_EXCLUSION`], as in [`crate::lock`]: needs the restart delay
@@ -54,7 +59,9 @@
 //!   node's drift, where a lease that ran out (nothing raised) leaves a
 //!   token from a node whose clock reads ahead above what the next
 //!   majority's clocks issue. (Holds that overlap, where mutual exclusion fails, are not
-//!   ordered: an acquire that started first may decide last.)
+//!   ordered: an acquire that started first may decide last.) With a node
+//!   without scripts, over the holds that have a token: the tokenless
+//!   holds between them change nothing.
 //! - [`TWO_HOLDS`] (`sometimes`): the bounds reach a second hold.
 
 use std::fmt;
@@ -113,6 +120,9 @@ pub struct Config {
     pub restart: Restart,
     /// A mechanism turned off.
     pub broken: Option<Broken>,
+    /// A node whose ACL refuses the acquire script: it grants plain locks,
+    /// without a token.
+    pub scriptless: Option<u8>,
 }
 
 impl Default for Config {
@@ -132,6 +142,7 @@ impl Default for Config {
             max_time: 5,
             restart: Restart::Never,
             broken: None,
+            scriptless: None,
         }
     }
 }
@@ -162,6 +173,8 @@ pub enum Phase {
         granted: u8,
         /// The largest token they issued.
         fence: u64,
+        /// A node granted without a token: the hold has none.
+        tokenless: bool,
         /// The largest token of the holds that had ended when this
         /// acquire started (ghost).
         after: u64,
@@ -335,6 +348,7 @@ impl Model for RedlockModel {
                         asked: 0,
                         granted: 0,
                         fence: 0,
+                        tokenless: false,
                         after,
                     },
                     attempt + 1,
@@ -351,6 +365,7 @@ impl Model for RedlockModel {
                     asked,
                     mut granted,
                     mut fence,
+                    mut tokenless,
                     after,
                 } = s.clients[usize::from(client)].0
                 else {
@@ -359,9 +374,14 @@ impl Model for RedlockModel {
                 let n = usize::from(node);
                 // The node's clock runs its ttl out `early` ticks early.
                 let ttl = c.ttl.saturating_sub(early).max(1);
-                if s.down_until[n] <= now
-                    && let Some(issued) = s.nodes[n].acquire(&token.text(), ttl, now)
-                {
+                if s.down_until[n] > now {
+                    // Grants nothing.
+                } else if c.scriptless == Some(node) {
+                    if s.nodes[n].acquire_plain(&token.text(), ttl, now) {
+                        tokenless = true;
+                        granted |= 1 << node;
+                    }
+                } else if let Some(issued) = s.nodes[n].acquire(&token.text(), ttl, now) {
                     fence = fence.max(issued);
                     granted |= 1 << node;
                 }
@@ -371,6 +391,7 @@ impl Model for RedlockModel {
                     asked: asked | (1 << node),
                     granted,
                     fence,
+                    tokenless,
                     after,
                 };
             }
@@ -380,6 +401,7 @@ impl Model for RedlockModel {
                     started,
                     granted,
                     fence,
+                    tokenless,
                     after,
                     ..
                 } = s.clients[usize::from(client)].0
@@ -388,7 +410,9 @@ impl Model for RedlockModel {
                 };
                 let valid_until = (started + c.ttl).saturating_sub(c.margin);
                 if granted.count_ones() > u32::from(c.nodes) / 2 && now < valid_until {
-                    s.token_reused |= fence <= after;
+                    // A tokenless hold has no token to compare (nor raise).
+                    let fence = if tokenless { 0 } else { fence };
+                    s.token_reused |= !tokenless && fence <= after;
                     s.holds = (s.holds + 1).min(2);
                     s.clients[usize::from(client)].0 = Phase::Holding(Hold {
                         token,
@@ -444,7 +468,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "{} nodes, {} clients x {} acquires, ttl {}, margin {}, drift {} (nodes {}, skew {}), \
-             {} ticks, restart {:?}, broken {:?}",
+             {} ticks, restart {:?}, broken {:?}, scriptless {:?}",
             self.nodes,
             self.clients,
             self.acquires,
@@ -455,7 +479,8 @@ impl fmt::Display for Config {
             self.skew,
             self.max_time,
             self.restart,
-            self.broken
+            self.broken,
+            self.scriptless
         )
     }
 }

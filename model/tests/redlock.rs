@@ -47,6 +47,32 @@ fn check(what: &str, config: Config, fail: &[&'static str]) {
     );
 }
 
+/// A node whose ACL refuses the acquire script grants plain locks
+/// without a token, and the holds with such a grant have none: mutual
+/// exclusion holds, and so do the tokens of the other holds, the
+/// tokenless ones between them changing nothing; also when that node is
+/// the one whose clock reads ahead.
+#[test]
+fn a_node_without_scripts_leaves_the_other_holds_tokens_increasing() {
+    check(
+        "three masters, node 2 without scripts",
+        Config {
+            scriptless: Some(2),
+            ..config()
+        },
+        &[],
+    );
+    check(
+        "three masters, node 0 (its clock ahead by 1) without scripts",
+        Config {
+            scriptless: Some(0),
+            skew: 1,
+            ..one_acquire()
+        },
+        &[],
+    );
+}
+
 #[test]
 fn with_the_restart_delay_every_property_holds() {
     check("three masters", config(), &[]);

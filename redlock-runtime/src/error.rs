@@ -57,10 +57,10 @@ pub(crate) fn not_permitted_advice(command: &str) -> String {
     );
     if script {
         "it runs a script: grant the user `+@scripting` (at least `+evalsha +script|load`). \
-         Without scripts, only plain locks work (no fencing token, fair mode or minimum hold, \
-         and not on Redlock, which issues a fencing token with every acquire), on a server with \
-         `DELIFEQ` or `DELEX` (Valkey 9, Redis 8.4): they are renewed with `SET .. IFEQ` and \
-         released with the conditional delete"
+         Without scripts, only plain locks work, on one server, Cluster, Sentinel or Redlock, \
+         with no fencing token, fair mode or minimum hold, on a server with `DELIFEQ` or `DELEX` \
+         (Valkey 9, Redis 8.4): they are renewed with `SET .. IFEQ` and released with the \
+         conditional delete"
             .to_owned()
     } else if command == KEY_ACCESS {
         "grant the user the client's keys and channels (`~lock:*` and `&lock:*` for the default \

@@ -617,23 +617,94 @@ async fn without_scripting(b: &Started) {
     );
 }
 
-/// Redlock issues a fencing token with every acquire, by a script on
-/// each node: a `-@scripting` user's plain lock fails at once with
-/// [`LockError::NotPermitted`] (not retried for its wait), naming the
-/// command and the permission, and nothing is left held on any node.
+/// Redlock for a `-@scripting` user: each node refuses the acquire
+/// script once, and the client remembers it. Plain locks are then taken
+/// (`SET NX`, then the conditional attempt for a waiter), renewed by the
+/// watchdog and extended (`SET .. IFEQ`) and released (`DELIFEQ`) on
+/// every node, without a fencing token: the lock's `fencing_token()` is
+/// refused at once with [`LockError::NotPermitted`], and so is a fenced
+/// acquire, which leaves nothing held.
 #[test]
-fn without_scripting_a_redlock_lock_fails_at_once() {
+fn without_scripting_a_redlock_plain_lock_works_without_a_token() {
     Backend::ValkeyRedlock.run_threaded(|b| async move {
         let urls = counted(&b);
         let as_user = noscripts_user(&b, &urls).await;
-        let client = LockClient::builder()
-            .redlock(as_user)
-            .build()
+        let builder = || LockClient::builder().redlock(as_user.clone());
+        let client = builder().build().await.expect("connect as noscripts");
+        for i in 0..5 {
+            let guard = client
+                .lock(format!("plain:{i}"))
+                .acquire()
+                .await
+                .expect("a plain Redlock lock needs no script");
+            guard.release().await.expect("nor does its release");
+        }
+        assert_eq!(
+            stat_on(&urls, "evalsha", "rejected_calls").await,
+            urls.len() as u64,
+            "each node refused the acquire script once, and was not asked again"
+        );
+
+        // Held past three of its leases: renewed by the watchdog, extended.
+        let guard = client
+            .lock("renewed")
+            .ttl(Duration::from_millis(600))
+            .acquire()
             .await
-            .expect("connect as noscripts");
+            .expect("free");
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert!(guard.is_held(), "renewed without a script");
+        guard
+            .extend(Duration::from_secs(5))
+            .await
+            .expect("extended without a script");
+        let pttl = longest_pttl(&urls, "lock:{renewed}").await;
+        assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
+
+        // No token: refused at once, naming the permission; still held.
+        let started = Instant::now();
+        let err = guard
+            .fencing_token()
+            .await
+            .expect_err("a lock granted without the script has no token");
+        assert!(started.elapsed() < Duration::from_secs(1), "at once");
+        let text = refused_script(&err);
+        assert!(
+            text.contains("+@scripting") && !text.contains("any"),
+            "the message says what to grant, and shows no password: {text}"
+        );
+        assert!(guard.is_held(), "the refused token does not lose the lock");
+        guard.release().await.expect("released without a script");
+        assert_eq!(
+            longest_pttl(&urls, "lock:{renewed}").await,
+            -2,
+            "released on every node"
+        );
+
+        // A waiter's later attempts (the conditional attempt on each node).
+        let other = builder().build().await.expect("connect as noscripts");
+        let holder = client.lock("waited").acquire().await.expect("free");
+        let waiting = tokio::spawn(async move {
+            other
+                .lock("waited")
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        holder.release().await.expect("release");
+        let guard = waiting
+            .await
+            .expect("task")
+            .expect("the waiter takes the lock without a script");
+        guard.release().await.expect("release");
+        assert_eq!(scripts_on(&urls).await, 0, "no script ran");
+
+        // A fenced lock wants its token with the acquire: refused at once.
         let started = Instant::now();
         let refused = client
-            .lock("plain")
+            .lock("fenced")
+            .fenced()
             .wait(Duration::from_secs(10))
             .acquire()
             .await;
@@ -642,14 +713,14 @@ fn without_scripting_a_redlock_lock_fails_at_once() {
             "refused at once, not retried for the wait: {:?}",
             started.elapsed()
         );
-        let err = refused.expect_err("Redlock's acquire is a script");
+        let err = refused.expect_err("a fenced Redlock acquire is a script");
         let text = refused_script(&err);
         assert!(
-            text.contains("+@scripting") && text.contains("Redlock") && !text.contains("any"),
-            "the message says what to grant and why, and shows no password: {text}"
+            text.contains("+@scripting") && !text.contains("any"),
+            "the message says what to grant, and shows no password: {text}"
         );
         assert_eq!(
-            longest_pttl(&urls, "lock:{plain}").await,
+            longest_pttl(&urls, "lock:{fenced}").await,
             -2,
             "nothing held on any node"
         );

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Acquire, AcquireReply, End, Ended, GiveBack, Keys, LockKeys, OpError, Renewal};
+use super::{
+    Acquire, AcquireReply, End, Ended, GiveBack, IssueFence, Keys, LockKeys, OpError, Renewal,
+};
 use crate::error::ConnectFailure;
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
@@ -56,31 +58,83 @@ impl Refusals {
     }
 }
 
-/// One node's acquire: granted (with its fencing counter), refused, or
-/// failed (including a node still in its restart delay).
+/// How long a node's refusal of the acquire script is trusted: meanwhile
+/// its plain acquires go without the script, and after it the script is
+/// tried again, so a permission granted since is used.
+const REFUSAL_KEPT: Duration = Duration::from_secs(60);
+
+/// A grant without a fencing token (see "Without scripts" below).
+const TOKENLESS: u64 = 0;
+
+/// One node's acquire: granted (with its fencing counter, or
+/// [`TOKENLESS`]), refused, or failed (including a node still in its
+/// restart delay).
+///
+/// **Without scripts.** A node whose ACL refuses the acquire script
+/// (`-@scripting`) grants a plain lock (`fenced` false) without it: `SET
+/// NX` on the acquire's first attempt, the conditional attempt (`SET NX
+/// GET`, which finds its own token after a lost answer) on a later one,
+/// as on one server (`primitive/lock/plain.rs`, `conditional.rs`). Such a
+/// grant issues no token, and a lock with one in its majority has none:
+/// its `fencing_token()` is refused with the node's refusal, so no token
+/// of it is ever used, and the tokens of the locks that have one keep
+/// their argument (`design`, "Fencing tokens": a tokenless holder issues
+/// nothing, raises nothing, and its release is the conditional delete).
+/// The refusal is remembered for [`REFUSAL_KEPT`], so the user's later
+/// acquires send no script to be refused. A lock that wants its token
+/// now (`fenced`) counts the refusal instead, and fails at once when too
+/// many nodes refuse.
 async fn acquire_on(
     node: &Node,
-    keys: &Keys,
-    token: &str,
-    ttl: Duration,
+    request: &Acquire<'_>,
     per_node: Duration,
     refusals: &Refusals,
 ) -> Answer<u64> {
-    let request = Acquire {
-        keys,
-        token,
-        ttl,
+    let answer = |reply| match reply {
+        AcquireReply::Acquired { fence, .. } => Answer::Yes(fence),
+        AcquireReply::Busy { pttl } => Answer::No(pttl),
+    };
+    if request.fenced || !node.refuses_scripts(REFUSAL_KEPT) {
+        let scripted = Acquire {
+            want_time: false,
+            line: None,
+            // Redlock spreads the largest token on release: issued now.
+            fenced: true,
+            fresh: false,
+            ..*request
+        };
+        match node.backend.acquire(&scripted, per_node).await {
+            Ok(reply) => return answer(reply),
+            Err(OpError::Redis(e)) if !request.fenced && refused_command(&e).is_some() => {
+                node.refused_script(e);
+            }
+            Err(e) => return Answer::Failed(refusals.note(e)),
+        }
+    }
+    let plain = Acquire {
         want_time: false,
         line: None,
-        // Redlock spreads the largest token on release: issued now.
-        fenced: true,
-        fresh: false,
+        fenced: false,
+        ..*request
     };
-    match node.backend.acquire(&request, per_node).await {
-        Ok(AcquireReply::Acquired { fence, .. }) => Answer::Yes(fence),
-        Ok(AcquireReply::Busy { pttl }) => Answer::No(pttl),
+    match node.backend.acquire(&plain, per_node).await {
+        Ok(AcquireReply::Acquired { .. }) => Answer::Yes(TOKENLESS),
+        Ok(busy) => answer(busy),
         Err(e) => Answer::Failed(refusals.note(e)),
     }
+}
+
+/// The fencing token of a lock granted by `granted`'s fences: the largest,
+/// or [`TOKENLESS`] when one of them is (see [`acquire_on`]).
+fn token_of(granted: impl Iterator<Item = u64>) -> u64 {
+    let mut largest = TOKENLESS;
+    for fence in granted {
+        if fence == TOKENLESS {
+            return TOKENLESS;
+        }
+        largest = largest.max(fence);
+    }
+    largest
 }
 
 impl QuorumBackend {
@@ -110,6 +164,7 @@ impl QuorumBackend {
         let n = self.nodes.len();
         let quorum = self.quorum;
         let (keys_owned, token_owned) = (Arc::new(keys.clone()), Arc::<str>::from(token));
+        let (fenced, fresh) = (request.fenced, request.fresh);
         let tracker = self.track(&token_owned, n);
         let refusals = Arc::new(Refusals::default());
         let answers = self
@@ -121,7 +176,16 @@ impl QuorumBackend {
                     let landed = Landed(tracker.clone());
                     async move {
                         let _landed = landed;
-                        acquire_on(&node, &keys, &token, ttl, per_node, &refusals).await
+                        let request = Acquire {
+                            keys: &keys,
+                            token: &token,
+                            ttl,
+                            want_time: false,
+                            line: None,
+                            fenced,
+                            fresh,
+                        };
+                        acquire_on(&node, &request, per_node, &refusals).await
                     }
                 },
                 |answers| Tally::of(answers).settled(n, quorum),
@@ -137,14 +201,10 @@ impl QuorumBackend {
             // The token: the largest a granting node issued. No second round
             // trip: the release raises every node's counter to it (see
             // `design`, "Fencing tokens").
-            let fence = answers
-                .iter()
-                .filter_map(|a| match a {
-                    Some(Answer::Yes(fence)) => Some(*fence),
-                    _ => None,
-                })
-                .max()
-                .unwrap_or(0);
+            let fence = token_of(answers.iter().filter_map(|a| match a {
+                Some(Answer::Yes(fence)) => Some(*fence),
+                _ => None,
+            }));
             let elapsed = started.elapsed();
             let valid = ttl.saturating_sub(elapsed + drift(ttl));
             if !valid.is_zero() {
@@ -208,6 +268,18 @@ impl QuorumBackend {
             });
         }
         Err(OpError::Quorum(Box::new(self.failure(&answers))))
+    }
+
+    /// The fencing token of a lock taken without one (see [`acquire_on`]):
+    /// never issued later on Redlock, whose tokens come with the acquire
+    /// (the argument in `design`, "Fencing tokens", needs the majority's
+    /// counters raised as it grants). Refused with the refusal that made
+    /// the grant tokenless, which names the permission to grant.
+    pub(crate) fn issue_fence(&self, _issue: &IssueFence<'_>) -> Result<Option<u64>, OpError> {
+        match self.nodes.iter().find_map(|node| node.script_refusal()) {
+            Some(refusal) => Err(OpError::Redis(refusal)),
+            None => Err(OpError::Unsupported("issue_fence")),
+        }
     }
 
     /// Releases `token` on every node that granted it or may have.

@@ -171,12 +171,10 @@ pub(crate) fn redlock(
             )));
         }
         seen.push(address);
-        nodes.push(Node {
-            // Each node's acquires are spread by the quorum, under the
-            // node timeout: sent alone.
-            backend: server(&client, &redacted, c)?.coalescing(false),
-            name: redacted,
-        });
+        // Each node's acquires are spread by the quorum, under the node
+        // timeout: sent alone.
+        let backend = server(&client, &redacted, c)?.coalescing(false);
+        nodes.push(Node::new(backend, redacted));
     }
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let target = format!("redlock[{}]", names.join(", "));

@@ -12,7 +12,9 @@
 //!   counter + 1 and its clock in microseconds); the token is the largest
 //!   of the granting majority, and the release raises every node's counter
 //!   to it. The argument, with its assumptions, is in `design`
-//!   ("Fencing tokens").
+//!   ("Fencing tokens"). A node whose ACL refuses the script grants a
+//!   plain lock without one, and the lock then has no token (see
+//!   `backend/quorum.rs`).
 //! - **Extend** needs a majority; **release** goes to every node; a dropped
 //!   acquire is given back everywhere ([`QuorumBackend::give_back`]).
 //! - With a **restart delay**, a node grants nothing until the delay has
@@ -23,7 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -40,6 +42,42 @@ pub(crate) struct Node {
     pub(crate) backend: RedisBackend,
     /// The node's URL with its password redacted, for errors.
     pub(crate) name: String,
+    /// The node's last refusal of the acquire script (an ACL's `NOPERM`)
+    /// and when it came: see `backend/quorum.rs`, "Without scripts".
+    refused_script: Mutex<Option<(Instant, redis::RedisError)>>,
+}
+
+impl Node {
+    pub(crate) fn new(backend: RedisBackend, name: String) -> Self {
+        Self {
+            backend,
+            name,
+            refused_script: Mutex::new(None),
+        }
+    }
+
+    fn refusal(&self) -> std::sync::MutexGuard<'_, Option<(Instant, redis::RedisError)>> {
+        self.refused_script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remembers that the node refused the acquire script with `e`.
+    pub(crate) fn refused_script(&self, e: redis::RedisError) {
+        *self.refusal() = Some((Instant::now(), e));
+    }
+
+    /// Whether the node refused the acquire script less than `within` ago.
+    pub(crate) fn refuses_scripts(&self, within: Duration) -> bool {
+        self.refusal()
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < within)
+    }
+
+    /// The node's last refusal of the acquire script, however old.
+    pub(crate) fn script_refusal(&self) -> Option<redis::RedisError> {
+        self.refusal().as_ref().map(|(_, e)| e.clone())
+    }
 }
 
 pub(crate) struct QuorumBackend {

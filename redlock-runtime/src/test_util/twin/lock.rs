@@ -152,6 +152,19 @@ impl LockNode {
         }
     }
 
+    /// A plain acquire by `token` at tick `now` for `ttl` ticks, issuing
+    /// no token (`SET NX PX`, what a Redlock node whose ACL refuses the
+    /// acquire script grants): whether it took the lock. (A key already
+    /// holding `token` counts as taken, as the conditional attempt's `SET
+    /// NX GET` finds its own token; a model asks a node once per token.)
+    #[inline]
+    pub fn acquire_plain(&mut self, token: &str, ttl: u8, now: u8) -> bool {
+        let ttl = TICK * u32::from(ttl);
+        let reply = self
+            .step(|table, keys| table.acquire(keys, token, ttl, (at(now), None), RETENTION, false));
+        matches!(reply, AcquireReply::Acquired { .. })
+    }
+
     /// The watchdog's renewal of `token`'s lease for `ttl` ticks from
     /// `now` (`extend.lua` with its last argument 1): whether it held the
     /// lock. A longer lease is kept.
