@@ -225,7 +225,8 @@ async fn attempts(
     check_shape(core, p)?;
     core.check_open(&p.key)?;
     if let Some(outer) = reentry(core, p)? {
-        return Ok(match reenter(&outer, &p.key, p.wait).await? {
+        // Boxed: a first acquire carries none of it.
+        return Ok(match Box::pin(reenter(&outer, &p.key, p.wait)).await? {
             Some(turn) => Outcome::Acquired(LockGuard::reentrant(
                 Arc::clone(core),
                 Arc::clone(&outer.held),
@@ -326,7 +327,8 @@ async fn attempts(
             .then(|| (pending.keys().main(), p.fair.then_some(pending.token())));
         // `pending` is dropped on a shutdown: what an attempt may hold is
         // given back.
-        match wait.next(core, woken, busy, pttl, &p.key).await? {
+        // Boxed: an acquire that took the lock at once carries none of it.
+        match Box::pin(wait.next(core, woken, busy, pttl, &p.key)).await? {
             Next::Attempt => {}
             // Anything an attempt may hold is given back: before "busy" is
             // answered (a fair waiter has left the line when it says it

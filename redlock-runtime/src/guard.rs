@@ -302,7 +302,8 @@ impl LockGuard {
                 let (backend, settings) = (core.backend(), core.settings());
                 let limit = settings.command_timeout;
                 let why = held.lose(backend, &settings.key_prefix, sent, limit);
-                Ok(Some(why.instrument(span.clone()).await))
+                // Boxed: a release that found its lock carries none of it.
+                Ok(Some(Box::pin(why.instrument(span.clone())).await))
             }
             Err(e) => Err(e),
         };

@@ -18,7 +18,7 @@ use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
-use crate::support::{cores, percentile};
+use crate::support::{FutureSizes, cores, percentile};
 use crate::sync::{
     LATCH_COUNT, LATCH_SETTLE, LATCH_WAITERS, PERMIT_CLIENTS, PERMIT_HOLD, PERMIT_LIMIT,
     PERMIT_WORKERS, SyncRun,
@@ -47,6 +47,11 @@ enum Record<'a> {
     #[serde(rename = "sync_latch")]
     SyncLatch(SyncLatchRow<'a>),
     Target(TargetRow<'a>),
+    #[serde(rename = "future_sizes")]
+    FutureSizes {
+        acquire_bytes: usize,
+        release_bytes: usize,
+    },
     Run {
         #[serde(serialize_with = "num")]
         seconds: f64,
@@ -537,4 +542,11 @@ pub(crate) fn targets(targets: &[Target]) {
 
 pub(crate) fn run(seconds: f64) {
     emit(&Record::Run { seconds });
+}
+
+pub(crate) fn future_sizes(f: FutureSizes) {
+    emit(&Record::FutureSizes {
+        acquire_bytes: f.acquire_bytes,
+        release_bytes: f.release_bytes,
+    });
 }

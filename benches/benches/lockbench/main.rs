@@ -206,6 +206,9 @@ async fn main() {
         false => None,
     };
 
+    // What every pair of ours carries (and moves) between its awaits.
+    let futures = support::future_sizes(&url, &cfg).await;
+
     let synced = match cfg.run_sync {
         true => Some(sync::sync(&url, &cfg).await),
         false => None,
@@ -236,6 +239,7 @@ async fn main() {
     if let Some(s) = &synced {
         report::print_sync(s);
     }
+    report::print_future_sizes(futures);
 
     // JSON lines.
     println!();
@@ -255,6 +259,7 @@ async fn main() {
     if let Some(s) = &synced {
         json::sync(s);
     }
+    json::future_sizes(futures);
 
     // Targets.
     let mut targets = targets::targets(

@@ -5,7 +5,7 @@ use crate::cluster::{ClusterRun, MASTERS};
 use crate::config::Config;
 use crate::contended::{CONTENDED_HOLD, CONTENDED_WORKERS, Contended};
 use crate::renewal::{RENEWAL_TTL, Renewal};
-use crate::support::{ms, percentile};
+use crate::support::{FutureSizes, ms, percentile};
 use crate::sync::{
     LATCH_COUNT, LATCH_WAITERS, PERMIT_CLIENTS, PERMIT_HOLD, PERMIT_LIMIT, PERMIT_WORKERS, SyncRun,
 };
@@ -342,4 +342,11 @@ pub(crate) fn print_sync(run: &SyncRun) {
     if let Some(e) = &l.first_error {
         println!("  first error: {e}");
     }
+}
+
+pub(crate) fn print_future_sizes(f: FutureSizes) {
+    println!(
+        "  futures of ours (bytes): a plain lock's acquire {}, its release {}",
+        f.acquire_bytes, f.release_bytes
+    );
 }

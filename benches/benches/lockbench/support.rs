@@ -6,6 +6,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redlock_runtime::LockClient;
 
+use crate::config::Config;
+
 /// A plain redis-rs connection to the benchmark's redis-server.
 pub(crate) async fn connect(url: &str) -> MultiplexedConnection {
     redlock_tests::raw_connection(url).await
@@ -181,4 +183,28 @@ pub(crate) fn rss_mib() -> Option<f64> {
 /// The machine's cores as the standard library sees them; 0 if unknown.
 pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |n| n.get())
+}
+
+/// The sizes in bytes of a plain lock's acquire future and of its guard's
+/// release future, on one of our clients (what each pair carries, and
+/// moves, between its awaits; `docs/design.md`, "Timing").
+pub(crate) async fn future_sizes(url: &str, cfg: &Config) -> FutureSizes {
+    let client = ours_client(url, cfg.pool_size, cfg.conditional).await;
+    let acquire = client.lock("lockbench:future-sizes").acquire();
+    let acquire_bytes = std::mem::size_of_val(&acquire);
+    let guard = acquire.await.expect("a free key");
+    let release = guard.release();
+    let release_bytes = std::mem::size_of_val(&release);
+    release.await.expect("release");
+    FutureSizes {
+        acquire_bytes,
+        release_bytes,
+    }
+}
+
+/// See [`future_sizes`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FutureSizes {
+    pub(crate) acquire_bytes: usize,
+    pub(crate) release_bytes: usize,
 }

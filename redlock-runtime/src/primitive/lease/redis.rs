@@ -22,7 +22,8 @@ impl RedisBackend {
     ) -> Result<AcquireReply, OpError> {
         let keys = request.keys;
         if let Some(shared) = Shared::of(keys) {
-            return self.acquire_shared(shared, request, limit).await;
+            // Boxed: a lock's acquire carries none of it.
+            return Box::pin(self.acquire_shared(shared, request, limit)).await;
         }
         let Keys::Lock(keys) = keys else {
             return Err(OpError::Unsupported("acquire of a record"));
@@ -93,18 +94,19 @@ impl RedisBackend {
         let End { keys, token, .. } = *end;
         let released = match keys {
             Keys::Lock(keys) => return self.end_lock(keys, end, limit).await,
-            Keys::Record(record) => self.release_record(On::Plain, record, token, limit).await?,
+            // Boxed: a plain lock's end carries none of these futures.
+            Keys::Record(record) => {
+                Box::pin(self.release_record(On::Plain, record, token, limit)).await?
+            }
             Keys::Read(rw) => {
-                self.release_shared(On::Plain, Shared::Read(rw), token, limit)
-                    .await?
+                Box::pin(self.release_shared(On::Plain, Shared::Read(rw), token, limit)).await?
             }
             Keys::Write(rw) => {
-                self.release_shared(On::Plain, Shared::Write(rw), token, limit)
-                    .await?
+                Box::pin(self.release_shared(On::Plain, Shared::Write(rw), token, limit)).await?
             }
             Keys::Permits(permits) => {
-                self.release_shared(On::Plain, Shared::Permits(permits), token, limit)
-                    .await?
+                let shared = Shared::Permits(permits);
+                Box::pin(self.release_shared(On::Plain, shared, token, limit)).await?
             }
         };
         Ok(if released {

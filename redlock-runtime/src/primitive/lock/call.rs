@@ -13,6 +13,7 @@ use redis::{Cmd, Script, Value};
 use super::{ACQUIRE, BATCH, RELEASE};
 use crate::scripts::{Lua, Publish};
 use crate::store::server::coalesce::Step;
+use crate::store::server::sized::sized;
 
 /// One call of a lock; `S` is `&str` while the caller still has it,
 /// `String` once queued for a batch. (No `Debug`: it holds the owner
@@ -106,16 +107,8 @@ impl<S: AsRef<str>> Step for Call<S> {
                 token,
                 ttl_ms,
             } => {
-                let (lock, token) = (lock.as_ref(), token.as_ref());
-                // Sized once: the arguments' buffer is not regrown per
-                // argument on the hot path.
-                let mut cmd = Cmd::with_capacity(6, lock.len() + token.len() + 27);
-                cmd.arg("SET")
-                    .arg(lock)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(*ttl_ms);
+                let mut cmd = sized(&["SET", lock.as_ref(), token.as_ref(), "NX", "PX"], 1);
+                cmd.arg(*ttl_ms);
                 (cmd, None)
             }
             Self::Acquire {

@@ -72,7 +72,8 @@ use crate::store::OpError;
 use crate::store::server::coalesce::Coalescer;
 use crate::store::server::commands;
 use crate::store::server::conn::Link;
-use crate::store::server::pipeline::{answers, answers_as, pipeline};
+use crate::store::server::pipeline::{answers, pipeline};
+use crate::store::server::sized::sized;
 use crate::store::server::{On, RedisBackend};
 use crate::util::millis_ceil;
 
@@ -261,28 +262,28 @@ impl RedisBackend {
                         .map(Released::Script)
                 };
                 let Some(delete) = link.commands().conditional_delete() else {
-                    return script(link).await;
+                    return Box::pin(script(link)).await;
                 };
                 let mut pipe = pipeline();
                 delete.add(&mut pipe, &keys.lock, token);
                 if contended {
-                    pipe.cmd("DEL").arg(&keys.waited);
+                    pipe.add_command(sized(&["DEL", &keys.waited], 0));
                     wake(&mut pipe, publish, keys);
                 } else {
-                    pipe.cmd("EXISTS").arg(&keys.waited);
+                    pipe.add_command(sized(&["EXISTS", &keys.waited], 0));
                 }
                 // Numbers all: the delete's, then `EXISTS`'s, or `DEL`'s
-                // and the publish's.
-                let answer = answers_as::<Vec<i64>>(&pipe, &mut link.conn).await;
+                // and the publish's; read where they lie.
+                let answer = answers(&pipe, &mut link.conn).await.and_then(counts);
                 match answer {
-                    Ok(counts) => Ok(Released::Deleted {
-                        deleted: counts.first() == Some(&1),
+                    Ok([deleted, waited]) => Ok(Released::Deleted {
+                        deleted: deleted == 1,
                         // In one step, woken already.
-                        waited: !contended && counts.get(1) == Some(&1),
+                        waited: !contended && waited == 1,
                     }),
                     Err(e) if commands::refused(&e) => {
                         link.commands().fall_back(&e);
-                        script(link).await
+                        Box::pin(script(link)).await
                     }
                     Err(e) => Err(e),
                 }
@@ -295,7 +296,7 @@ impl RedisBackend {
                     let left = limit
                         .saturating_sub(started.elapsed())
                         .max(Duration::from_millis(1));
-                    self.wake_waiters(on, keys, token, left).await;
+                    Box::pin(self.wake_waiters(on, keys, token, left)).await;
                 }
                 Ok(deleted)
             }
@@ -318,6 +319,18 @@ impl RedisBackend {
         if let Err(error) = woken {
             tracing::debug!(target: "redlock", %error, "released; waking the waiters failed (they find the lock free on their next attempt)");
         }
+    }
+}
+
+/// The first two of a release's answers, numbers both (the delete's, and
+/// `EXISTS`'s or `DEL`'s).
+fn counts(answers: Vec<Value>) -> redis::RedisResult<[i64; 2]> {
+    match answers.as_slice() {
+        [Value::Int(first), Value::Int(second), ..] => Ok([*first, *second]),
+        _ => Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "a release's answers are not numbers",
+        ))),
     }
 }
 

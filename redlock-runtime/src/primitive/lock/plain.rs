@@ -74,7 +74,8 @@ impl RedisBackend {
         if !fenced && !fresh && self.conditional_on(On::Waiting, token) {
             // A later attempt without a token: no script where the server
             // has the conditional commands.
-            return self.acquire_conditional(keys, token, ttl, limit).await;
+            // Boxed: a first attempt carries none of it.
+            return Box::pin(self.acquire_conditional(keys, token, ttl, limit)).await;
         }
         let plain = !fenced && fresh;
         let ttl_ms = millis_ceil(ttl);

@@ -42,6 +42,29 @@ impl RedisBackend {
                 .acquire_simple(keys, token, ttl, fenced, fresh, limit)
                 .await;
         }
+        // The rest boxed: the one-step acquire's future is the one every
+        // lock pair carries.
+        Box::pin(self.acquire_lock_otherwise(keys, request, limit)).await
+    }
+
+    /// [`acquire_lock`](Self::acquire_lock) of a lock not taken in one step
+    /// of its own: with replicas, in fair mode, with a minimum hold or a
+    /// restart delay.
+    async fn acquire_lock_otherwise(
+        &self,
+        keys: &LockKeys,
+        request: &Acquire<'_>,
+        limit: Duration,
+    ) -> Result<AcquireReply, OpError> {
+        let Acquire {
+            token,
+            ttl,
+            want_time,
+            line,
+            fenced,
+            fresh,
+            ..
+        } = *request;
         // With replicas, a lock that needs no token now: no script where
         // the server allows (`acknowledged.rs`).
         let scriptless = line.is_none() && !want_time && !fenced && self.restart_delay.is_none();
@@ -128,18 +151,18 @@ impl RedisBackend {
             contended,
             ..
         } = *end;
+        // The other releases boxed: the plain one's future is the one every
+        // lock pair carries, and an enum of futures is as large as its
+        // largest (see `store::server::sized` for the measured gain).
         let released = match hold {
             Some((at_ms, min)) => {
-                return self
-                    .release_after_hold(keys, token, at_ms, min, limit)
-                    .await;
+                return Box::pin(self.release_after_hold(keys, token, at_ms, min, limit)).await;
             }
-            None if fair => self.release_fair_on(On::Plain, keys, token, limit).await?,
+            None if fair => Box::pin(self.release_fair_on(On::Plain, keys, token, limit)).await?,
             // A lock with a fencing token: its release is coalesced as its
             // acquire was (see `coalesce`).
             None if fence > 0 => {
-                self.release_simple(On::Plain, keys, token, true, limit)
-                    .await?
+                Box::pin(self.release_simple(On::Plain, keys, token, true, limit)).await?
             }
             // Without a token: alone, without a script where the server
             // allows.

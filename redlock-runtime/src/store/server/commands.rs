@@ -32,6 +32,7 @@ use std::time::Duration;
 use redis::RedisError;
 
 use super::conn::Conn;
+use super::sized::sized;
 
 /// The conditional delete a server has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,10 +47,10 @@ impl ConditionalDelete {
     /// Adds the command that deletes `key` while it holds `value` (answers
     /// 1, or 0) to `pipe`.
     pub(crate) fn add(self, pipe: &mut redis::Pipeline, key: &str, value: &str) {
-        match self {
-            Self::DelEx => pipe.cmd("DELEX").arg(key).arg("IFEQ").arg(value),
-            Self::DelIfEq => pipe.cmd("DELIFEQ").arg(key).arg(value),
-        };
+        pipe.add_command(match self {
+            Self::DelEx => sized(&["DELEX", key, "IFEQ", value], 0),
+            Self::DelIfEq => sized(&["DELIFEQ", key, value], 0),
+        });
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) mod pipeline;
 pub(crate) use ping::NodePing;
 pub use ping::NodeRole;
 pub(crate) mod resend;
+pub(crate) mod sized;
 
 use conn::{Lane, Link};
 
@@ -195,7 +196,7 @@ impl RedisBackend {
                     if !cached {
                         return Err(op_error(e, limit));
                     }
-                    resend_on_new(lane, i, &f, &connecting, limit, &e).await
+                    Box::pin(resend_on_new(lane, i, &f, &connecting, limit, &e)).await
                 }
                 other => other.map_err(|e| op_error(e, limit)),
             }
@@ -226,8 +227,9 @@ impl RedisBackend {
         let deadline = tokio::time::Instant::now() + limit;
         let link = match lane.cached(i).map(|link| link.bounded(deadline)) {
             Some(Ok(link)) => link,
-            // To be made, or a `ConnectionManager`'s: under a timer.
-            Some(Err(_)) | None => return self.run(on, owner, limit, f).await,
+            // To be made, or a `ConnectionManager`'s: under a timer (boxed:
+            // a call on a cached connection carries none of it).
+            Some(Err(_)) | None => return Box::pin(self.run(on, owner, limit, f)).await,
         };
         let id = link.id();
         match f(with_asking(link)).await {
@@ -237,7 +239,7 @@ impl RedisBackend {
                 // check-out is no command.
                 let connecting = AtomicBool::new(true);
                 let resend = resend_on_new(lane, i, &f, &connecting, limit, &e);
-                match tokio::time::timeout_at(deadline, resend).await {
+                match Box::pin(tokio::time::timeout_at(deadline, resend)).await {
                     Ok(result) => result,
                     Err(_) => Err(ran_out(lane, &connecting, limit)),
                 }

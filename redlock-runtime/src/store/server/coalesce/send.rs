@@ -18,7 +18,8 @@ pub(super) async fn send(
     match top_level(conn.req_packed_command(cmd).await) {
         Err(e) if is_no_script(&e) => {
             if let Some(script) = script {
-                script.prepare_invoke().load_async(conn).await?;
+                // Boxed: a call whose script is loaded carries none of it.
+                Box::pin(script.prepare_invoke().load_async(conn)).await?;
                 return top_level(conn.req_packed_command(cmd).await);
             }
             Err(e)
