@@ -473,6 +473,55 @@ fn refused_script(err: &LockError) -> String {
     err.to_string()
 }
 
+/// [`refused_script`], whose message says what to grant and shows no
+/// password (the user's is `any`).
+fn says_what_to_grant(err: &LockError) {
+    let text = refused_script(err);
+    assert!(
+        text.contains("+@scripting") && !text.contains("any"),
+        "the message says what to grant, and shows no password: {text}"
+    );
+}
+
+/// A plain lock `renewed` held past three of its leases (renewed by the
+/// watchdog), then extended to 5 s, as `urls` show: no script needed.
+async fn renewed_and_extended(client: &LockClient, urls: &[String]) -> LockGuard {
+    let guard = client
+        .lock("renewed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(guard.is_held(), "renewed without a script");
+    guard
+        .extend(Duration::from_secs(5))
+        .await
+        .expect("extended without a script");
+    let pttl = longest_pttl(urls, "lock:{renewed}").await;
+    assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
+    guard
+}
+
+/// A fenced acquire (a script) of `fenced`, refused at once, not retried
+/// for its wait.
+async fn fenced_refused_at_once(client: &LockClient) {
+    let started = Instant::now();
+    let fenced = client
+        .lock("fenced")
+        .fenced()
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await;
+    let err = fenced.expect_err("a fenced acquire is a script");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not retried for the wait: {:?}",
+        started.elapsed()
+    );
+    says_what_to_grant(&err);
+}
+
 /// A `-@scripting` user on `b`'s servers (see the test above).
 async fn without_scripting(b: &Started) {
     let urls = counted(b);
@@ -494,21 +543,7 @@ async fn without_scripting(b: &Started) {
             .expect("a plain lock needs no script");
         guard.release().await.expect("nor does its release");
     }
-    // Held past three of its leases: renewed by the watchdog, extended.
-    let guard = client
-        .lock("renewed")
-        .ttl(Duration::from_millis(600))
-        .acquire()
-        .await
-        .expect("free");
-    tokio::time::sleep(Duration::from_millis(2_000)).await;
-    assert!(guard.is_held(), "renewed without a script");
-    guard
-        .extend(Duration::from_secs(5))
-        .await
-        .expect("extended without a script");
-    let pttl = longest_pttl(&urls, "lock:{renewed}").await;
-    assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
+    let guard = renewed_and_extended(&client, &urls).await;
     guard.release().await.expect("released without a script");
 
     // A waiter's attempts after its first busy one, and its wake-up.
@@ -546,23 +581,7 @@ async fn without_scripting(b: &Started) {
     assert_eq!(stat_on(&urls, "evalsha", "rejected_calls").await, 0);
 
     let started = Instant::now();
-    let fenced = client
-        .lock("fenced")
-        .fenced()
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await;
-    let err = fenced.expect_err("a fenced acquire is a script");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "refused at once, not retried for the wait: {:?}",
-        started.elapsed()
-    );
-    let text = refused_script(&err);
-    assert!(
-        text.contains("+@scripting") && !text.contains("any"),
-        "the message says what to grant, and shows no password: {text}"
-    );
+    fenced_refused_at_once(&client).await;
 
     // Fair mode and the synchronizers alike; a record says which command.
     let fair = client
@@ -645,21 +664,7 @@ fn without_scripting_a_redlock_plain_lock_works_without_a_token() {
             "each node refused the acquire script once, and was not asked again"
         );
 
-        // Held past three of its leases: renewed by the watchdog, extended.
-        let guard = client
-            .lock("renewed")
-            .ttl(Duration::from_millis(600))
-            .acquire()
-            .await
-            .expect("free");
-        tokio::time::sleep(Duration::from_millis(2_000)).await;
-        assert!(guard.is_held(), "renewed without a script");
-        guard
-            .extend(Duration::from_secs(5))
-            .await
-            .expect("extended without a script");
-        let pttl = longest_pttl(&urls, "lock:{renewed}").await;
-        assert!(pttl > 4_000, "the extend set the lease: {pttl} ms left");
+        let guard = renewed_and_extended(&client, &urls).await;
 
         // No token: refused at once, naming the permission; still held.
         let started = Instant::now();
@@ -668,11 +673,7 @@ fn without_scripting_a_redlock_plain_lock_works_without_a_token() {
             .await
             .expect_err("a lock granted without the script has no token");
         assert!(started.elapsed() < Duration::from_secs(1), "at once");
-        let text = refused_script(&err);
-        assert!(
-            text.contains("+@scripting") && !text.contains("any"),
-            "the message says what to grant, and shows no password: {text}"
-        );
+        says_what_to_grant(&err);
         assert!(guard.is_held(), "the refused token does not lose the lock");
         guard.release().await.expect("released without a script");
         assert_eq!(
@@ -701,24 +702,7 @@ fn without_scripting_a_redlock_plain_lock_works_without_a_token() {
         assert_eq!(scripts_on(&urls).await, 0, "no script ran");
 
         // A fenced lock wants its token with the acquire: refused at once.
-        let started = Instant::now();
-        let refused = client
-            .lock("fenced")
-            .fenced()
-            .wait(Duration::from_secs(10))
-            .acquire()
-            .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "refused at once, not retried for the wait: {:?}",
-            started.elapsed()
-        );
-        let err = refused.expect_err("a fenced Redlock acquire is a script");
-        let text = refused_script(&err);
-        assert!(
-            text.contains("+@scripting") && !text.contains("any"),
-            "the message says what to grant, and shows no password: {text}"
-        );
+        fenced_refused_at_once(&client).await;
         assert_eq!(
             longest_pttl(&urls, "lock:{fenced}").await,
             -2,

@@ -24,22 +24,16 @@ impl RedisBackend {
         request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
-        let Acquire {
-            token,
-            ttl,
-            want_time,
-            line,
-            fenced,
-            fresh,
-            ..
-        } = *request;
+        let r = request;
         // A lock taken in one step of its own, which may be coalesced: a
         // plain `SET NX` (no token now) or the acquire script (a token).
-        let simple =
-            line.is_none() && !want_time && self.replicas.is_none() && self.restart_delay.is_none();
+        let simple = r.line.is_none()
+            && !r.want_time
+            && self.replicas.is_none()
+            && self.restart_delay.is_none();
         if simple {
             return self
-                .acquire_simple(keys, token, ttl, fenced, fresh, limit)
+                .acquire_simple(keys, r.token, r.ttl, r.fenced, r.fresh, limit)
                 .await;
         }
         // The rest boxed: the one-step acquire's future is the one every
