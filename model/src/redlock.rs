@@ -44,6 +44,9 @@
 //!   token ([`LockNode::acquire_plain`]); a hold with such a grant in its
 //!   majority has no token, and its release raises nothing (see
 //!   `backend/quorum.rs`, "Without scripts").
+//! - **A release** may reach only some nodes
+//!   ([`Config::partial_releases`]): the others keep the lock until it
+//!   expires, and their counters are not raised.
 //!
 //! # Properties
 //! - [`MUTUAL_EXCLUSION`], as in [`crate::lock`]: needs the restart delay
@@ -61,7 +64,11 @@
 //!   majority's clocks issue. (Holds that overlap, where mutual exclusion fails, are not
 //!   ordered: an acquire that started first may decide last.) With a node
 //!   without scripts, over the holds that have a token: the tokenless
-//!   holds between them change nothing.
+//!   holds between them change nothing; not when a hold with a tokenless
+//!   grant takes the largest token of its other grants
+//!   ([`Broken::TokenFromPart`]) and its release reaches only some nodes:
+//!   the next majority may share only the tokenless node with it, and
+//!   take its token from a node whose counter was never raised.
 //! - [`TWO_HOLDS`] (`sometimes`): the bounds reach a second hold.
 
 use std::fmt;
@@ -80,6 +87,9 @@ pub const TWO_HOLDS: &str = "two acquires held the lock";
 pub enum Broken {
     /// A release deletes the lock but does not raise the counters.
     NoRaise,
+    /// A hold with a tokenless grant in its majority takes the largest
+    /// token its other grants issued, where it must have none.
+    TokenFromPart,
 }
 
 /// How nodes restart.
@@ -123,6 +133,10 @@ pub struct Config {
     /// A node whose ACL refuses the acquire script: it grants plain locks,
     /// without a token.
     pub scriptless: Option<u8>,
+    /// A release may reach only some of the nodes (the others unreachable
+    /// as it is sent): their locks stay until they expire, their counters
+    /// are not raised.
+    pub partial_releases: bool,
 }
 
 impl Default for Config {
@@ -143,6 +157,7 @@ impl Default for Config {
             restart: Restart::Never,
             broken: None,
             scriptless: None,
+            partial_releases: false,
         }
     }
 }
@@ -228,8 +243,14 @@ pub enum Action {
         /// How slow its clock runs over this lease.
         lag: u8,
     },
-    /// A client releases on every node that is up.
-    Release(u8),
+    /// A client releases on the nodes of `reached` (a bit each) that are
+    /// up: every node, unless [`Config::partial_releases`].
+    Release {
+        /// The client.
+        client: u8,
+        /// The nodes the release reaches.
+        reached: u8,
+    },
     /// A node restarts empty.
     Restart(u8),
 }
@@ -243,12 +264,13 @@ impl RedlockModel {
         u8::try_from((1u16 << self.0.nodes) - 1).unwrap_or(u8::MAX)
     }
 
-    /// The release of `token` on every node that is up, raising the
-    /// counters to `fence` (0: nothing to raise).
-    fn release(&self, s: &mut State, token: Token, fence: u64) {
+    /// The release of `token` on the nodes of `reached` that are up,
+    /// raising their counters to `fence` (0: nothing to raise).
+    fn release(&self, s: &mut State, token: Token, fence: u64, reached: u8) {
         let now = s.now;
         let token = token.text();
-        let up = (s.down_until.iter()).map(|&until| until <= now);
+        let up = (s.down_until.iter().enumerate())
+            .map(|(n, &until)| until <= now && reached & (1 << n) != 0);
         for (node, _) in s.nodes.iter_mut().zip(up).filter(|(_, up)| *up) {
             if self.0.broken == Some(Broken::NoRaise) {
                 node.release(&token, now);
@@ -317,7 +339,15 @@ impl Model for RedlockModel {
                         }
                     }
                 }
-                Phase::Holding(_) => actions.push(Action::Release(client)),
+                Phase::Holding(_) if c.partial_releases => {
+                    for reached in 1..=self.all() {
+                        actions.push(Action::Release { client, reached });
+                    }
+                }
+                Phase::Holding(_) => actions.push(Action::Release {
+                    client,
+                    reached: self.all(),
+                }),
             }
         }
         if c.restart != Restart::Never && !state.restarted && state.now < c.max_time {
@@ -411,8 +441,9 @@ impl Model for RedlockModel {
                 let valid_until = (started + c.ttl).saturating_sub(c.margin);
                 if granted.count_ones() > u32::from(c.nodes) / 2 && now < valid_until {
                     // A tokenless hold has no token to compare (nor raise).
-                    let fence = if tokenless { 0 } else { fence };
-                    s.token_reused |= !tokenless && fence <= after;
+                    let has_token = !tokenless || c.broken == Some(Broken::TokenFromPart);
+                    let fence = if has_token { fence } else { 0 };
+                    s.token_reused |= has_token && fence <= after;
                     s.holds = (s.holds + 1).min(2);
                     s.clients[usize::from(client)].0 = Phase::Holding(Hold {
                         token,
@@ -420,15 +451,16 @@ impl Model for RedlockModel {
                         until: crate::presumed_until(started, c.ttl, c.margin, lag),
                     });
                 } else {
-                    self.release(&mut s, token, 0);
+                    let all = self.all();
+                    self.release(&mut s, token, 0, all);
                     s.clients[usize::from(client)].0 = Phase::Idle;
                 }
             }
-            Action::Release(client) => {
+            Action::Release { client, reached } => {
                 let Phase::Holding(hold) = s.clients[usize::from(client)].0 else {
                     return None;
                 };
-                self.release(&mut s, hold.token, hold.fence);
+                self.release(&mut s, hold.token, hold.fence, reached);
                 s.released = s.released.max(hold.fence);
                 s.clients[usize::from(client)].0 = Phase::Idle;
             }
@@ -468,7 +500,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "{} nodes, {} clients x {} acquires, ttl {}, margin {}, drift {} (nodes {}, skew {}), \
-             {} ticks, restart {:?}, broken {:?}, scriptless {:?}",
+             {} ticks, restart {:?}, broken {:?}, scriptless {:?}, partial releases {}",
             self.nodes,
             self.clients,
             self.acquires,
@@ -480,7 +512,8 @@ impl fmt::Display for Config {
             self.max_time,
             self.restart,
             self.broken,
-            self.scriptless
+            self.scriptless,
+            self.partial_releases
         )
     }
 }

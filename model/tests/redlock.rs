@@ -73,6 +73,36 @@ fn a_node_without_scripts_leaves_the_other_holds_tokens_increasing() {
     );
 }
 
+/// Releases that reach only some nodes, with node 2 without scripts and
+/// node 0's clock ahead by 1 (its tokens above the others' within a
+/// tick): the holds with a tokenless grant have no token, and every
+/// property holds; were such a hold to take the largest token of its other
+/// grants, a later majority sharing only the tokenless node with it
+/// repeats that token.
+#[test]
+fn a_hold_with_a_tokenless_grant_must_have_no_token() {
+    let partial = Config {
+        scriptless: Some(2),
+        skew: 1,
+        partial_releases: true,
+        max_time: bound("REDLOCK_MODEL_TICKS", 3),
+        ..config()
+    };
+    check(
+        "three masters, node 2 without scripts, releases that reach some nodes",
+        partial,
+        &[],
+    );
+    check(
+        "the same, a token from the tokened part of a majority",
+        Config {
+            broken: Some(Broken::TokenFromPart),
+            ..partial
+        },
+        &[TOKENS_INCREASE],
+    );
+}
+
 #[test]
 fn with_the_restart_delay_every_property_holds() {
     check("three masters", config(), &[]);
