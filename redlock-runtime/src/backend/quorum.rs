@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{
     Acquire, AcquireReply, End, Ended, GiveBack, IssueFence, Keys, LockKeys, OpError, Renewal,
 };
-use crate::error::ConnectFailure;
+use crate::error::{ConnectFailure, KEY_ACCESS};
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
 use crate::store::refused_command;
@@ -105,7 +105,11 @@ async fn acquire_on(
         };
         match node.backend.acquire(&scripted, per_node).await {
             Ok(reply) => return answer(reply),
-            Err(OpError::Redis(e)) if !request.fenced && refused_command(&e).is_some() => {
+            // A refused command (the script's); not a refused key, which
+            // the plain attempt would meet as well.
+            Err(OpError::Redis(e))
+                if !request.fenced && refused_command(&e).is_some_and(|c| c != KEY_ACCESS) =>
+            {
                 node.refused_script(e);
             }
             Err(e) => return Answer::Failed(refusals.note(e)),

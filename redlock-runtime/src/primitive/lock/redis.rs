@@ -24,16 +24,22 @@ impl RedisBackend {
         request: &Acquire<'_>,
         limit: Duration,
     ) -> Result<AcquireReply, OpError> {
-        let r = request;
+        let Acquire {
+            token,
+            ttl,
+            fenced,
+            fresh,
+            ..
+        } = *request;
         // A lock taken in one step of its own, which may be coalesced: a
         // plain `SET NX` (no token now) or the acquire script (a token).
-        let simple = r.line.is_none()
-            && !r.want_time
+        let simple = request.line.is_none()
+            && !request.want_time
             && self.replicas.is_none()
             && self.restart_delay.is_none();
         if simple {
             return self
-                .acquire_simple(keys, r.token, r.ttl, r.fenced, r.fresh, limit)
+                .acquire_simple(keys, token, ttl, fenced, fresh, limit)
                 .await;
         }
         // The rest boxed: the one-step acquire's future is the one every
@@ -147,7 +153,7 @@ impl RedisBackend {
         } = *end;
         // The other releases boxed: the plain one's future is the one every
         // lock pair carries, and an enum of futures is as large as its
-        // largest (see `store::server::sized` for the measured gain).
+        // largest (see `design`, "What a pair carries").
         let released = match hold {
             Some((at_ms, min)) => {
                 return Box::pin(self.release_after_hold(keys, token, at_ms, min, limit)).await;
