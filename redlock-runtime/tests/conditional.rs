@@ -711,6 +711,40 @@ fn without_scripting_a_redlock_plain_lock_works_without_a_token() {
     });
 }
 
+/// Redlock over servers without the conditional delete (Redis 7.0) for a
+/// `-@scripting` user: a lock taken there could not be released without a
+/// script, so even a plain acquire fails at once with
+/// [`LockError::NotPermitted`], and nothing is left held on any node.
+#[test]
+fn without_scripting_a_redlock_lock_on_redis_7_fails_at_once() {
+    Backend::Redlock.run_threaded(|b| async move {
+        let urls = counted(&b);
+        let as_user = noscripts_user(&b, &urls).await;
+        let client = LockClient::builder()
+            .redlock(as_user)
+            .build()
+            .await
+            .expect("connect as noscripts");
+        let started = Instant::now();
+        let refused = client
+            .lock("plain")
+            .wait(Duration::from_secs(10))
+            .acquire()
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "refused at once, not retried for the wait: {:?}",
+            started.elapsed()
+        );
+        says_what_to_grant(&refused.expect_err("no release without a script here"));
+        assert_eq!(
+            longest_pttl(&urls, "lock:{plain}").await,
+            -2,
+            "nothing held on any node"
+        );
+    });
+}
+
 /// A server at `maxmemory` refuses the conditional `SET` (`OOM`), not the
 /// script's `PEXPIRE`: the renewal falls back to the script, and the
 /// lock stays held.

@@ -12,6 +12,7 @@ use crate::error::{ConnectFailure, KEY_ACCESS};
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
 use crate::store::refused_command;
+use crate::store::server::On;
 
 mod force;
 mod inspect;
@@ -80,8 +81,11 @@ const TOKENLESS: u64 = 0;
 /// of it is ever used, and the tokens of the locks that have one keep
 /// their argument (`design`, "Fencing tokens": a tokenless holder issues
 /// nothing, raises nothing, and its release is the conditional delete).
-/// The refusal is remembered for [`REFUSAL_KEPT`], so the user's later
-/// acquires send no script to be refused. A lock that wants its token
+/// Only on a node with the conditional delete (Valkey 9, Redis 8.4):
+/// elsewhere the release and the renewal are scripts too, and a lock
+/// taken there could not be released, so the refusal is counted as for a
+/// fenced lock. The refusal is remembered for [`REFUSAL_KEPT`], so the
+/// user's later acquires send no script to be refused. A lock that wants its token
 /// now (`fenced`) counts the refusal instead, and fails at once when too
 /// many nodes refuse.
 async fn acquire_on(
@@ -105,10 +109,13 @@ async fn acquire_on(
         };
         match node.backend.acquire(&scripted, per_node).await {
             Ok(reply) => return answer(reply),
-            // A refused command (the script's); not a refused key, which
+            // A refused command (the script's), on a node whose release
+            // needs none (the conditional delete); not a refused key, which
             // the plain attempt would meet as well.
             Err(OpError::Redis(e))
-                if !request.fenced && refused_command(&e).is_some_and(|c| c != KEY_ACCESS) =>
+                if !request.fenced
+                    && refused_command(&e).is_some_and(|c| c != KEY_ACCESS)
+                    && node.backend.conditional_on(On::Waiting, request.token) =>
             {
                 node.refused_script(e);
             }
