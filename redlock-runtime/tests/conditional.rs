@@ -441,25 +441,33 @@ fn without_scripting_a_plain_lock_works_and_a_fenced_one_fails_at_once(#[case] b
 /// password) on `urls`; the URLs of `b`'s servers as that user.
 async fn noscripts_user(b: &Started, urls: &[String]) -> Vec<String> {
     for url in urls {
-        let _: () = redis::cmd("ACL")
-            .arg(&[
-                "SETUSER",
-                "noscripts",
-                "on",
-                "nopass",
-                "~*",
-                "&*",
-                "+@all",
-                "-@scripting",
-            ])
-            .query_async(&mut raw_connection(url.as_str()).await)
-            .await
-            .expect("ACL SETUSER");
+        deny_scripts(url).await;
     }
-    b.servers()
-        .iter()
-        .map(|s| format!("redis://noscripts:any@127.0.0.1:{}", s.port()))
-        .collect()
+    b.servers().iter().map(|s| as_noscripts(s.port())).collect()
+}
+
+/// Adds the user `noscripts` (see [`noscripts_user`]) on the server at
+/// `url`.
+async fn deny_scripts(url: &str) {
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "noscripts",
+            "on",
+            "nopass",
+            "~*",
+            "&*",
+            "+@all",
+            "-@scripting",
+        ])
+        .query_async(&mut raw_connection(url).await)
+        .await
+        .expect("ACL SETUSER");
+}
+
+/// The URL of loopback `port` as the user `noscripts`.
+fn as_noscripts(port: u16) -> String {
+    format!("redis://noscripts:any@127.0.0.1:{port}")
 }
 
 /// `err`'s text, once it is seen to be the typed refusal of a script
@@ -520,6 +528,65 @@ async fn fenced_refused_at_once(client: &LockClient) {
         started.elapsed()
     );
     says_what_to_grant(&err);
+}
+
+/// An acquire whose answer is lost (its connections cut once every server
+/// has answered), for a `-@scripting` user on Valkey. The re-send on a new
+/// connection is the acquire script, which finds its own token where the
+/// first send landed; refused, the acquire goes on with the conditional
+/// attempt (`SET .. NX GET`), which finds it as well. The lock is held,
+/// not reported refused (one server) or busy (Redlock, whose nodes take
+/// plain locks once they refused the script), and its release frees it.
+#[rstest]
+#[case::one_valkey(1)]
+#[case::valkey_redlock(3)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] nodes: usize) {
+    let (mut servers, mut proxies) = (Vec::new(), Vec::new());
+    for _ in 0..nodes {
+        let server = RedisServer::start_on(Server::Valkey, &[]).await;
+        deny_scripts(&server.url()).await;
+        proxies.push(FaultProxy::start(server.addr()).await);
+        servers.push(server);
+    }
+    let as_user: Vec<String> = proxies.iter().map(|p| as_noscripts(p.port())).collect();
+    let builder = || match nodes {
+        1 => LockClient::builder().url(&as_user[0]),
+        _ => LockClient::builder().redlock(as_user.clone()),
+    };
+    let client = builder().build().await.expect("connect as noscripts");
+    // Connections made and probed; on Redlock, each node's refusal of the
+    // script noted.
+    let warm = client.lock("warm").acquire().await.expect("free");
+    warm.release().await.expect("released");
+
+    for proxy in &proxies {
+        proxy.hold_replies(true);
+    }
+    let lose = async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proxies.iter().any(|p| p.replies_waiting() == 0) {
+            assert!(
+                Instant::now() < deadline,
+                "the acquire reached every server"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for proxy in &proxies {
+            proxy.cut_all();
+            proxy.hold_replies(false);
+        }
+    };
+    let (acquired, ()) = tokio::join!(client.lock("lost").acquire(), lose);
+    let guard = acquired.expect("the lock the lost answer took is held");
+    assert!(guard.is_held());
+
+    let other = builder().build().await.expect("connect as noscripts");
+    let taken = other.lock("lost").try_acquire().await.expect("asked");
+    assert!(taken.is_none(), "held on the servers: no one else takes it");
+    guard.release().await.expect("released without a script");
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    assert_eq!(longest_pttl(&urls, "lock:{lost}").await, -2, "released");
 }
 
 /// A `-@scripting` user on `b`'s servers (see the test above).

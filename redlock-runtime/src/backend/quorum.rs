@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use super::{
     Acquire, AcquireReply, End, Ended, GiveBack, IssueFence, Keys, LockKeys, OpError, Renewal,
 };
-use crate::error::{ConnectFailure, KEY_ACCESS};
+use crate::error::ConnectFailure;
 use crate::store::quorum::votes::{Answer, Tally};
 use crate::store::quorum::{Landed, Node, QuorumBackend, drift};
-use crate::store::refused_command;
 use crate::store::server::On;
+use crate::store::{refused_a_command, refused_command};
 
 mod force;
 mod inspect;
@@ -114,7 +114,7 @@ async fn acquire_on(
             // the plain attempt would meet as well.
             Err(OpError::Redis(e))
                 if !request.fenced
-                    && refused_command(&e).is_some_and(|c| c != KEY_ACCESS)
+                    && refused_a_command(&e)
                     && node.backend.conditional_on(On::Waiting, request.token) =>
             {
                 node.refused_script(e);

@@ -284,6 +284,14 @@ pub(crate) fn refused_command(e: &redis::RedisError) -> Option<String> {
     Some(command.unwrap_or_else(|| KEY_ACCESS.to_owned()))
 }
 
+/// Whether `e` refuses a command (a script's, for a user without
+/// `+@scripting`), not a key or channel: a plain command on the same keys
+/// may still be allowed.
+pub(crate) fn refused_a_command(e: &redis::RedisError) -> bool {
+    use crate::error::KEY_ACCESS;
+    refused_command(e).is_some_and(|c| c != KEY_ACCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,6 @@ pub(crate) mod server;
 pub(crate) mod subscribe;
 mod traced;
 
-pub(crate) use error::{OpError, refused_command};
+pub(crate) use error::{OpError, refused_a_command, refused_command};
 pub(crate) use server::NodePing;
 pub use server::NodeRole;

@@ -8,17 +8,22 @@
 //! The plain `SET NX` is used for the first attempt of an acquire that
 //! needs no token now. Any attempt after one whose outcome may be unknown
 //! goes through the script instead, which finds its own token and keeps
-//! the lock (a plain `SET NX` would see the lock as another owner's).
+//! the lock (a plain `SET NX` would see the lock as another owner's). A
+//! user without `+@scripting` is refused that script: where the server has
+//! the conditional commands, the acquire goes on with the conditional
+//! attempt, which finds its own token as well (see
+//! [`conditional`](super::conditional)); elsewhere the refusal is the
+//! answer (`tests/conditional.rs`, "an acquire whose answer is lost").
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use super::{Call, ISSUE_FENCE, IssueFence, LockKeys};
 use crate::primitive::lease::{AcquireReply, acquire_reply};
-use crate::store::OpError;
 use crate::store::server::{On, RedisBackend};
+use crate::store::{OpError, refused_a_command};
 use crate::util::millis_ceil;
 
 /// An acquire attempt's answer: `SET NX`'s alone (OK or nil) or in a batch
@@ -81,6 +86,7 @@ impl RedisBackend {
         let ttl_ms = millis_ceil(ttl);
         let retention_ms = self.fence_retention_ms;
         let sent = AtomicBool::new(false);
+        let started = Instant::now();
         let answer = self
             .one_step(On::Waiting, token, limit, !plain, || {
                 let again = sent.swap(true, Ordering::Relaxed);
@@ -101,8 +107,24 @@ impl RedisBackend {
                     }
                 }
             })
-            .await?;
-        read_acquire(answer)
+            .await;
+        match answer {
+            Ok(answer) => read_acquire(answer),
+            // The script (a re-send after a lost answer, or an attempt sent
+            // before the connection's probe) refused to a user without
+            // `+@scripting`, where the conditional attempt is allowed: that
+            // one, not a refusal for a lock the first send may have taken.
+            // Boxed: nearly every acquire carries none of it.
+            Err(OpError::Redis(e))
+                if !fenced && refused_a_command(&e) && self.conditional_on(On::Waiting, token) =>
+            {
+                let left = limit
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1));
+                Box::pin(self.acquire_conditional(keys, token, ttl, left)).await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Releases the lock if `token` holds it, waking the waiters: with
