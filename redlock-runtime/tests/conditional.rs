@@ -812,6 +812,78 @@ fn without_scripting_a_redlock_lock_on_redis_7_fails_at_once() {
     });
 }
 
+/// Redlock over a mix of servers for a `-@scripting` user: two Valkey 9.1
+/// nodes (with the conditional delete) and one Redis 7.0 (without). The
+/// Valkey nodes grant plain locks; Redis 7.0 refuses the script and is
+/// counted as a failed node, as a node that is down: the majority of two
+/// holds the lock, the watchdog renews it there, its release reports
+/// `Ok` and frees both, and it has no token. With a second Redis 7.0 in
+/// place of a Valkey node no majority can grant: the acquire fails at
+/// once, naming the permission, and leaves nothing held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scripting_a_redlock_over_mixed_servers_holds_by_the_capable_majority() {
+    let mut servers = Vec::new();
+    for server in [Server::Valkey, Server::Valkey, Server::Redis, Server::Redis] {
+        let server = RedisServer::start_on(server, &[]).await;
+        deny_scripts(&server.url()).await;
+        servers.push(server);
+    }
+    let url = |i: usize| as_noscripts(servers[i].port());
+    let urls =
+        |nodes: &[usize]| -> Vec<String> { nodes.iter().map(|&i| servers[i].url()).collect() };
+
+    let client = LockClient::builder()
+        .redlock([url(0), url(1), url(2)])
+        .build()
+        .await
+        .expect("connect as noscripts");
+    let mixed = urls(&[0, 1, 2]);
+    let guard = client
+        .lock("mixed")
+        .ttl(Duration::from_millis(600))
+        .acquire()
+        .await
+        .expect("the two Valkey nodes grant a plain lock");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(guard.is_held(), "renewed on the majority past three leases");
+    let pttl = longest_pttl(&urls(&[0, 1]), "lock:{mixed}").await;
+    assert!(pttl > 0, "held on the Valkey nodes: {pttl} ms left");
+    assert_eq!(
+        longest_pttl(&urls(&[2]), "lock:{mixed}").await,
+        -2,
+        "never taken on Redis 7.0"
+    );
+    says_what_to_grant(&guard.fencing_token().await.expect_err("no token"));
+    guard
+        .release()
+        .await
+        .expect("the majority's release is the release");
+    assert_eq!(longest_pttl(&mixed, "lock:{mixed}").await, -2, "released");
+
+    let client = LockClient::builder()
+        .redlock([url(0), url(2), url(3)])
+        .build()
+        .await
+        .expect("connect as noscripts");
+    let started = Instant::now();
+    let refused = client
+        .lock("minority")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not retried for the wait: {:?}",
+        started.elapsed()
+    );
+    says_what_to_grant(&refused.expect_err("one node alone grants no majority"));
+    assert_eq!(
+        longest_pttl(&urls(&[0, 2, 3]), "lock:{minority}").await,
+        -2,
+        "nothing held on any node"
+    );
+}
+
 /// A server at `maxmemory` refuses the conditional `SET` (`OOM`), not the
 /// script's `PEXPIRE`: the renewal falls back to the script, and the
 /// lock stays held.
