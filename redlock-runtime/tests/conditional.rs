@@ -812,6 +812,89 @@ fn without_scripting_a_redlock_lock_on_redis_7_fails_at_once() {
     });
 }
 
+/// An acquire for a `-@scripting` user on Valkey, dropped at each point of
+/// its life, each time by a new client (connected) over proxies that then
+/// delay every chunk by 100 ms: (Redlock) the acquire script on its way
+/// and refused, the plain `SET NX` on its way or landed, its answer on its
+/// way, the lock held (the guard dropped). The lock never stays: the give-back (or the
+/// dropped guard's release) needs no script, and waits for the plain
+/// attempt sent after the refusal.
+#[rstest]
+#[case::one_valkey(1)]
+#[case::valkey_redlock(3)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_scripting_an_acquire_dropped_at_every_point_leaves_nothing_held(
+    #[case] nodes: usize,
+) {
+    let (mut servers, mut proxies) = (Vec::new(), Vec::new());
+    for _ in 0..nodes {
+        let server = RedisServer::start_on(Server::Valkey, &[]).await;
+        deny_scripts(&server.url()).await;
+        proxies.push(FaultProxy::start(server.addr()).await);
+        servers.push(server);
+    }
+    let as_user: Vec<String> = proxies.iter().map(|p| as_noscripts(p.port())).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    // One round trip is 200 ms: one server answers the `SET NX` at 200 ms;
+    // Redlock's nodes refuse the script at 200 ms, and answer the plain
+    // attempt at 400 ms.
+    let (mut completed, mut cut_short) = (0, 0);
+    for (i, cut) in [1u64, 150, 199, 201, 299, 301, 399, 401, 450, 1_000]
+        .into_iter()
+        .enumerate()
+    {
+        // A new client, whose Redlock nodes have not refused the script
+        // yet; connected (and probed) before the delay.
+        let builder = match nodes {
+            1 => LockClient::builder().url(&as_user[0]),
+            _ => LockClient::builder()
+                .redlock(as_user.clone())
+                .node_timeout(Duration::from_secs(1)),
+        };
+        let client = builder.pool_size(1).build().await.expect("connect");
+        client.ping().await.expect("connected");
+        for proxy in &proxies {
+            proxy.set_latency(Duration::from_millis(100));
+        }
+        let key = format!("cut:{i}");
+        let acquire = client
+            .lock(key.as_str())
+            .ttl(Duration::from_secs(30))
+            .acquire();
+        let outcome = tokio::time::timeout(Duration::from_millis(cut), acquire).await;
+        // The guard, if the acquire completed, is dropped too.
+        match outcome {
+            Ok(Ok(_guard)) => completed += 1,
+            Ok(Err(e)) => panic!("cut after {cut} ms: {e:?}"),
+            Err(_) => cut_short += 1,
+        }
+        for proxy in &proxies {
+            proxy.set_latency(Duration::ZERO);
+        }
+        for proxy in &proxies {
+            assert!(
+                proxy
+                    .await_quiet(Duration::from_millis(300), Duration::from_secs(10))
+                    .await,
+                "the proxy went quiet within 10 s"
+            );
+        }
+        let lock = format!("lock:{{{key}}}");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while longest_pttl(&urls, &lock).await != -2 {
+            assert!(
+                Instant::now() < deadline,
+                "cut after {cut} ms: the lock stayed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        completed > 0 && cut_short > 0,
+        "cut short {cut_short} times, completed {completed} times: both were tested"
+    );
+}
+
 /// Redlock over a mix of servers for a `-@scripting` user: two Valkey 9.1
 /// nodes (with the conditional delete) and one Redis 7.0 (without). The
 /// Valkey nodes grant plain locks; Redis 7.0 refuses the script and is
