@@ -6,7 +6,8 @@
 //! replies flow again, so the client sends the end again on a new
 //! connection and finds the lease gone. The end must report `Ok` (and
 //! `run()` the body's value), on one Redis and on a Cluster whose nodes are
-//! reached through proxies (Redis and Valkey). A lease that truly ran out
+//! reached through proxies (Redis and Valkey), and for a Valkey user
+//! without `+@scripting` (plain locks). A lease that truly ran out
 //! before its release still reports `Lost`. And an extend whose answer is
 //! lost (or whose future was dropped on its way) may have landed: the
 //! guard counts on no more than its ttl.
@@ -35,10 +36,27 @@ struct Net {
 
 impl Net {
     async fn single(server: Server) -> (Net, LockClient) {
+        Self::single_as(server, false).await
+    }
+
+    /// [`single`](Self::single), the client a user without `+@scripting`
+    /// when `without_scripting`.
+    async fn single_as(server: Server, without_scripting: bool) -> (Net, LockClient) {
         let server = RedisServer::start_on(server, &[]).await;
         let proxy = FaultProxy::start(server.addr()).await;
+        let url = if without_scripting {
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", "noscripts", "on", "nopass", "~*", "&*", "+@all"])
+                .arg("-@scripting")
+                .query_async(&mut redlock_tests::raw_connection(server.url()).await)
+                .await
+                .expect("ACL SETUSER");
+            format!("redis://noscripts:any@127.0.0.1:{}", proxy.port())
+        } else {
+            proxy.url()
+        };
         let locks = LockClient::builder()
-            .url(proxy.url())
+            .url(url)
             .pool_size(1)
             .build()
             .await
@@ -275,8 +293,13 @@ async fn maybe_lost<T>(net: Option<&Net>, end: impl Future<Output = T>) -> T {
 /// the key's node, so the end really runs its script and not a `NOSCRIPT`
 /// answer), then on the same key with its answer lost.
 async fn every_end_reports_ok(net: Net, locks: LockClient) {
+    ends_report_ok(net, locks, &ENDS).await;
+}
+
+/// [`every_end_reports_ok`] for the `ends` given.
+async fn ends_report_ok(net: Net, locks: LockClient, ends: &[End]) {
     let mut wrong = Vec::new();
-    for end in ENDS {
+    for &end in ends {
         let key = format!("last-reply-{end:?}");
         end.cycle(&locks, &key, None)
             .await
@@ -290,13 +313,12 @@ async fn every_end_reports_ok(net: Net, locks: LockClient) {
         "ends whose lost answer was reported wrongly: {wrong:#?}"
     );
     // Nothing stays held: each key is free for another owner at once.
-    for end in [
-        End::Plain,
-        End::Fenced,
-        End::Fair,
-        End::HoldAtLeast,
-        End::Run,
-    ] {
+    for &end in ends.iter().filter(|end| {
+        matches!(
+            end,
+            End::Plain | End::Fenced | End::Fair | End::HoldAtLeast | End::Run
+        )
+    }) {
         let key = format!("last-reply-{end:?}");
         let again = locks.lock(&key).try_acquire().await.expect("try_acquire");
         assert!(again.is_some(), "{end:?}: the lock is still held");
@@ -321,6 +343,15 @@ async fn every_end_whose_answer_is_lost_reports_ok_on_a_cluster() {
 async fn every_end_whose_answer_is_lost_reports_ok_on_one_valkey() {
     let (net, locks) = Net::single(Server::Valkey).await;
     every_end_reports_ok(net, locks).await;
+}
+
+/// A user without `+@scripting` (Valkey 9.1) ends plain locks only (the
+/// rest needs a script, refused at once: `conditional.rs`): the release
+/// is `DELIFEQ`, and its re-send finds the lock gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_ends_whose_answer_is_lost_report_ok_for_a_user_without_scripting() {
+    let (net, locks) = Net::single_as(Server::Valkey, true).await;
+    ends_report_ok(net, locks, &[End::Plain, End::Run]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
