@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redlock_runtime::records::{RecordKeys, Records};
 use redlock_runtime::{LockClient, LockClientBuilder, LockError, LockGuard, RetryPolicy};
-use redlock_tests::{Backend, FaultProxy, RedisServer, Server, Started, raw_connection};
+use redlock_tests::{
+    Backend, FaultProxy, RedisCluster, RedisServer, Server, Started, raw_connection,
+};
 use rstest::rstest;
 
 /// `cmdstat_<command>`'s `field` (`calls`, `rejected_calls`), 0 when the
@@ -531,44 +533,69 @@ async fn fenced_refused_at_once(client: &LockClient) {
 }
 
 /// An acquire whose answer is lost (its connections cut once every server
-/// has answered), for a `-@scripting` user on Valkey. The re-send on a new
-/// connection is the acquire script, which finds its own token where the
-/// first send landed; refused, the acquire goes on with the conditional
-/// attempt (`SET .. NX GET`), which finds it as well. The lock is held,
-/// not reported refused (one server) or busy (Redlock, whose nodes take
-/// plain locks once they refused the script), and its release frees it.
+/// it went to has answered), for a `-@scripting` user on Valkey. The
+/// re-send on a new connection is the acquire script, which finds its own
+/// token where the first send landed; refused, the acquire goes on with
+/// the conditional attempt (`SET .. NX GET`), which finds it as well. The
+/// lock is held, not reported refused (one server, a Cluster) or busy
+/// (Redlock, whose nodes take plain locks once they refused the script),
+/// and its release frees it.
 #[rstest]
-#[case::one_valkey(1)]
-#[case::valkey_redlock(3)]
+#[case::one_valkey("one")]
+#[case::valkey_redlock("redlock")]
+#[case::valkey_cluster("cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] nodes: usize) {
-    let (mut servers, mut proxies) = (Vec::new(), Vec::new());
-    for _ in 0..nodes {
-        let server = RedisServer::start_on(Server::Valkey, &[]).await;
-        deny_scripts(&server.url()).await;
-        proxies.push(FaultProxy::start(server.addr()).await);
-        servers.push(server);
+async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] topology: &str) {
+    let (mut servers, mut proxies, mut cluster) = (Vec::new(), Vec::new(), None);
+    if topology == "cluster" {
+        let started = RedisCluster::start_on(Server::Valkey, 3, 0, &[]).await;
+        for url in started.urls() {
+            deny_scripts(&url).await;
+        }
+        proxies = started.behind_proxies().await;
+        cluster = Some(started);
+    } else {
+        for _ in 0..if topology == "one" { 1 } else { 3 } {
+            let server = RedisServer::start_on(Server::Valkey, &[]).await;
+            deny_scripts(&server.url()).await;
+            proxies.push(FaultProxy::start(server.addr()).await);
+            servers.push(server);
+        }
     }
     let as_user: Vec<String> = proxies.iter().map(|p| as_noscripts(p.port())).collect();
-    let builder = || match nodes {
-        1 => LockClient::builder().url(&as_user[0]),
-        _ => LockClient::builder().redlock(as_user.clone()),
+    let builder = || match topology {
+        "one" => LockClient::builder().url(&as_user[0]),
+        "redlock" => LockClient::builder().redlock(as_user.clone()),
+        _ => LockClient::builder().cluster(as_user.clone()),
     };
     let client = builder().build().await.expect("connect as noscripts");
     // Connections made and probed; on Redlock, each node's refusal of the
     // script noted.
     let warm = client.lock("warm").acquire().await.expect("free");
     warm.release().await.expect("released");
+    // The servers the acquire goes to, and where to look for the lock.
+    let (reached, urls): (Vec<&FaultProxy>, Vec<String>) = match &cluster {
+        Some(cluster) => {
+            let owner = cluster
+                .master_of_slot(cluster.slot_of("lock:{lost}").await)
+                .await;
+            (vec![&proxies[owner]], vec![cluster.node(owner).url()])
+        }
+        None => (
+            proxies.iter().collect(),
+            servers.iter().map(RedisServer::url).collect(),
+        ),
+    };
 
     for proxy in &proxies {
         proxy.hold_replies(true);
     }
     let lose = async {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while proxies.iter().any(|p| p.replies_waiting() == 0) {
+        while reached.iter().any(|p| p.replies_waiting() == 0) {
             assert!(
                 Instant::now() < deadline,
-                "the acquire reached every server"
+                "the acquire reached every server it goes to"
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -580,12 +607,12 @@ async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] nodes
     let (acquired, ()) = tokio::join!(client.lock("lost").acquire(), lose);
     let guard = acquired.expect("the lock the lost answer took is held");
     assert!(guard.is_held());
+    assert!(longest_pttl(&urls, "lock:{lost}").await > 0, "held");
 
     let other = builder().build().await.expect("connect as noscripts");
     let taken = other.lock("lost").try_acquire().await.expect("asked");
     assert!(taken.is_none(), "held on the servers: no one else takes it");
     guard.release().await.expect("released without a script");
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     assert_eq!(longest_pttl(&urls, "lock:{lost}").await, -2, "released");
 }
 
