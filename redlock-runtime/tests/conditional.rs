@@ -814,29 +814,37 @@ fn without_scripting_a_redlock_lock_on_redis_7_fails_at_once() {
     Backend::Redlock.run_threaded(|b| async move {
         let urls = counted(&b);
         let as_user = noscripts_user(&b, &urls).await;
-        let client = LockClient::builder()
-            .redlock(as_user)
-            .build()
-            .await
-            .expect("connect as noscripts");
-        let started = Instant::now();
-        let refused = client
-            .lock("plain")
-            .wait(Duration::from_secs(10))
-            .acquire()
-            .await;
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "refused at once, not retried for the wait: {:?}",
-            started.elapsed()
-        );
-        says_what_to_grant(&refused.expect_err("no release without a script here"));
-        assert_eq!(
-            longest_pttl(&urls, "lock:{plain}").await,
-            -2,
-            "nothing held on any node"
-        );
+        redlock_refused_at_once(as_user, &urls).await;
     });
+}
+
+/// A plain Redlock acquire by a `-@scripting` user over `as_user`'s
+/// nodes (the same servers as `urls`), of which too few have the
+/// conditional delete to grant a majority: refused at once (not retried
+/// for its wait), naming the permission, and nothing held on any node.
+async fn redlock_refused_at_once(as_user: Vec<String>, urls: &[String]) {
+    let client = LockClient::builder()
+        .redlock(as_user)
+        .build()
+        .await
+        .expect("connect as noscripts");
+    let started = Instant::now();
+    let refused = client
+        .lock("refused")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not retried for the wait: {:?}",
+        started.elapsed()
+    );
+    says_what_to_grant(&refused.expect_err("too few nodes release without a script"));
+    assert_eq!(
+        longest_pttl(urls, "lock:{refused}").await,
+        -2,
+        "nothing held on any node"
+    );
 }
 
 /// An acquire for a `-@scripting` user on Valkey, dropped at each point of
@@ -970,28 +978,7 @@ async fn without_scripting_a_redlock_over_mixed_servers_holds_by_the_capable_maj
         .expect("the majority's release is the release");
     assert_eq!(longest_pttl(&mixed, "lock:{mixed}").await, -2, "released");
 
-    let client = LockClient::builder()
-        .redlock([url(0), url(2), url(3)])
-        .build()
-        .await
-        .expect("connect as noscripts");
-    let started = Instant::now();
-    let refused = client
-        .lock("minority")
-        .wait(Duration::from_secs(10))
-        .acquire()
-        .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "refused at once, not retried for the wait: {:?}",
-        started.elapsed()
-    );
-    says_what_to_grant(&refused.expect_err("one node alone grants no majority"));
-    assert_eq!(
-        longest_pttl(&urls(&[0, 2, 3]), "lock:{minority}").await,
-        -2,
-        "nothing held on any node"
-    );
+    redlock_refused_at_once(vec![url(0), url(2), url(3)], &urls(&[0, 2, 3])).await;
 }
 
 /// A server at `maxmemory` refuses the conditional `SET` (`OOM`), not the
