@@ -532,6 +532,61 @@ async fn fenced_refused_at_once(client: &LockClient) {
     says_what_to_grant(&err);
 }
 
+/// Valkey servers for a user without `+@scripting` (`noscripts`), each
+/// behind a fault proxy: one server (`"one"`), Redlock's three masters
+/// (`"redlock"`) or a Cluster of three masters (`"cluster"`).
+struct Proxied {
+    topology: &'static str,
+    servers: Vec<RedisServer>,
+    cluster: Option<RedisCluster>,
+    proxies: Vec<FaultProxy>,
+    /// The proxies' URLs as `noscripts`.
+    as_user: Vec<String>,
+}
+
+impl Proxied {
+    async fn start(topology: &'static str) -> Self {
+        let (mut servers, mut proxies, mut cluster) = (Vec::new(), Vec::new(), None);
+        if topology == "cluster" {
+            let started = RedisCluster::start_on(Server::Valkey, 3, 0, &[]).await;
+            for url in started.urls() {
+                deny_scripts(&url).await;
+            }
+            proxies = started.behind_proxies().await;
+            cluster = Some(started);
+        } else {
+            for _ in 0..if topology == "one" { 1 } else { 3 } {
+                let server = RedisServer::start_on(Server::Valkey, &[]).await;
+                deny_scripts(&server.url()).await;
+                proxies.push(FaultProxy::start(server.addr()).await);
+                servers.push(server);
+            }
+        }
+        let as_user = proxies.iter().map(|p| as_noscripts(p.port())).collect();
+        Proxied {
+            topology,
+            servers,
+            cluster,
+            proxies,
+            as_user,
+        }
+    }
+
+    /// A client of this topology, as `noscripts`, through the proxies.
+    fn builder(&self) -> LockClientBuilder {
+        match self.topology {
+            "one" => LockClient::builder().url(&self.as_user[0]),
+            "redlock" => LockClient::builder().redlock(self.as_user.clone()),
+            _ => LockClient::builder().cluster(self.as_user.clone()),
+        }
+    }
+
+    /// The servers' own URLs (not the Cluster's).
+    fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(RedisServer::url).collect()
+    }
+}
+
 /// An acquire whose answer is lost (its connections cut once every server
 /// it went to has answered), for a `-@scripting` user on Valkey. The
 /// re-send on a new connection is the acquire script, which finds its own
@@ -545,49 +600,27 @@ async fn fenced_refused_at_once(client: &LockClient) {
 #[case::valkey_redlock("redlock")]
 #[case::valkey_cluster("cluster")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] topology: &str) {
-    let (mut servers, mut proxies, mut cluster) = (Vec::new(), Vec::new(), None);
-    if topology == "cluster" {
-        let started = RedisCluster::start_on(Server::Valkey, 3, 0, &[]).await;
-        for url in started.urls() {
-            deny_scripts(&url).await;
-        }
-        proxies = started.behind_proxies().await;
-        cluster = Some(started);
-    } else {
-        for _ in 0..if topology == "one" { 1 } else { 3 } {
-            let server = RedisServer::start_on(Server::Valkey, &[]).await;
-            deny_scripts(&server.url()).await;
-            proxies.push(FaultProxy::start(server.addr()).await);
-            servers.push(server);
-        }
-    }
-    let as_user: Vec<String> = proxies.iter().map(|p| as_noscripts(p.port())).collect();
-    let builder = || match topology {
-        "one" => LockClient::builder().url(&as_user[0]),
-        "redlock" => LockClient::builder().redlock(as_user.clone()),
-        _ => LockClient::builder().cluster(as_user.clone()),
-    };
+async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] topology: &'static str) {
+    let net = Proxied::start(topology).await;
+    let proxies = &net.proxies;
+    let builder = || net.builder();
     let client = builder().build().await.expect("connect as noscripts");
     // Connections made and probed; on Redlock, each node's refusal of the
     // script noted.
     let warm = client.lock("warm").acquire().await.expect("free");
     warm.release().await.expect("released");
     // The servers the acquire goes to, and where to look for the lock.
-    let (reached, urls): (Vec<&FaultProxy>, Vec<String>) = match &cluster {
+    let (reached, urls): (Vec<&FaultProxy>, Vec<String>) = match &net.cluster {
         Some(cluster) => {
             let owner = cluster
                 .master_of_slot(cluster.slot_of("lock:{lost}").await)
                 .await;
             (vec![&proxies[owner]], vec![cluster.node(owner).url()])
         }
-        None => (
-            proxies.iter().collect(),
-            servers.iter().map(RedisServer::url).collect(),
-        ),
+        None => (proxies.iter().collect(), net.urls()),
     };
 
-    for proxy in &proxies {
+    for proxy in proxies {
         proxy.hold_replies(true);
     }
     let lose = async {
@@ -599,7 +632,7 @@ async fn without_scripting_an_acquire_whose_answer_is_lost_is_held(#[case] topol
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        for proxy in &proxies {
+        for proxy in proxies {
             proxy.cut_all();
             proxy.hold_replies(false);
         }
@@ -855,21 +888,14 @@ async fn redlock_refused_at_once(as_user: Vec<String>, urls: &[String]) {
 /// dropped guard's release) needs no script, and waits for the plain
 /// attempt sent after the refusal.
 #[rstest]
-#[case::one_valkey(1)]
-#[case::valkey_redlock(3)]
+#[case::one_valkey("one")]
+#[case::valkey_redlock("redlock")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_scripting_an_acquire_dropped_at_every_point_leaves_nothing_held(
-    #[case] nodes: usize,
+    #[case] topology: &'static str,
 ) {
-    let (mut servers, mut proxies) = (Vec::new(), Vec::new());
-    for _ in 0..nodes {
-        let server = RedisServer::start_on(Server::Valkey, &[]).await;
-        deny_scripts(&server.url()).await;
-        proxies.push(FaultProxy::start(server.addr()).await);
-        servers.push(server);
-    }
-    let as_user: Vec<String> = proxies.iter().map(|p| as_noscripts(p.port())).collect();
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let net = Proxied::start(topology).await;
+    let (proxies, urls) = (&net.proxies, net.urls());
     // One round trip is 200 ms: one server answers the `SET NX` at 200 ms;
     // Redlock's nodes refuse the script at 200 ms, and answer the plain
     // attempt at 400 ms.
@@ -880,15 +906,13 @@ async fn without_scripting_an_acquire_dropped_at_every_point_leaves_nothing_held
     {
         // A new client, whose Redlock nodes have not refused the script
         // yet; connected (and probed) before the delay.
-        let builder = match nodes {
-            1 => LockClient::builder().url(&as_user[0]),
-            _ => LockClient::builder()
-                .redlock(as_user.clone())
-                .node_timeout(Duration::from_secs(1)),
+        let builder = match topology {
+            "redlock" => net.builder().node_timeout(Duration::from_secs(1)),
+            _ => net.builder(),
         };
         let client = builder.pool_size(1).build().await.expect("connect");
         client.ping().await.expect("connected");
-        for proxy in &proxies {
+        for proxy in proxies {
             proxy.set_latency(Duration::from_millis(100));
         }
         let key = format!("cut:{i}");
@@ -903,10 +927,10 @@ async fn without_scripting_an_acquire_dropped_at_every_point_leaves_nothing_held
             Ok(Err(e)) => panic!("cut after {cut} ms: {e:?}"),
             Err(_) => cut_short += 1,
         }
-        for proxy in &proxies {
+        for proxy in proxies {
             proxy.set_latency(Duration::ZERO);
         }
-        for proxy in &proxies {
+        for proxy in proxies {
             assert!(
                 proxy
                     .await_quiet(Duration::from_millis(300), Duration::from_secs(10))
